@@ -1,0 +1,256 @@
+// Open every page of the built site in a real browser and fail if anything is broken.
+//
+//   node scripts/check_site.mjs [_build/html]
+//
+// Serves the folder on 127.0.0.1 (a random free port), opens each HTML page in
+// headless Chromium (Debian's /usr/bin/chromium, or $CHROMIUM), driven by
+// playwright-core from npm, and fails on:
+//   - any request that leaves 127.0.0.1 (the site must render offline: no CDN);
+//   - any local resource that fails to load or answers with an HTTP error;
+//   - any JavaScript error thrown on the page;
+//   - any <img> that does not display (not loaded, or naturalWidth 0);
+//   - math that did not render: a math element without MathJax output, a
+//     MathJax error, or raw TeX delimiters left in the text;
+//   - saved widget state that did not render into widgets.
+// Saves screenshots of the landing page and of the first chapter, in the
+// light and the dark theme, under _build/screenshots/.
+
+import { createServer } from "node:http";
+import { mkdtempSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { extname, join, relative, resolve, sep } from "node:path";
+import { chromium } from "playwright-core";
+
+const root = resolve(process.argv[2] ?? "_build/html");
+const screenshots = resolve(root, "..", "screenshots");
+const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const SCREENSHOT_PAGES = ["intro.html", "chapters/intro.html", "chapters/00_a_first_look.html"];
+
+const TYPES = {
+  ".html": "text/html; charset=utf-8",
+  ".js": "text/javascript; charset=utf-8",
+  ".mjs": "text/javascript; charset=utf-8",
+  ".css": "text/css; charset=utf-8",
+  ".json": "application/json",
+  ".png": "image/png",
+  ".jpg": "image/jpeg",
+  ".jpeg": "image/jpeg",
+  ".gif": "image/gif",
+  ".svg": "image/svg+xml",
+  ".ico": "image/x-icon",
+  ".woff": "font/woff",
+  ".woff2": "font/woff2",
+  ".ttf": "font/ttf",
+  ".eot": "application/vnd.ms-fontobject",
+  ".txt": "text/plain; charset=utf-8",
+  ".ipynb": "application/json",
+  ".md": "text/plain; charset=utf-8",
+  ".py": "text/plain; charset=utf-8",
+};
+
+function serve(dir) {
+  const server = createServer((req, res) => {
+    let path = decodeURIComponent(new URL(req.url, "http://127.0.0.1").pathname);
+    let file = resolve(dir, "." + path);
+    if (file !== dir && !file.startsWith(dir + sep)) {
+      res.writeHead(403).end();
+      return;
+    }
+    try {
+      if (statSync(file).isDirectory()) file = join(file, "index.html");
+      const body = readFileSync(file);
+      res.writeHead(200, { "content-type": TYPES[extname(file)] ?? "application/octet-stream" });
+      res.end(body);
+    } catch {
+      res.writeHead(404).end("not found");
+    }
+  });
+  return new Promise((ok) => server.listen(0, "127.0.0.1", () => ok(server)));
+}
+
+function pages(dir) {
+  const out = [];
+  const walk = (d) => {
+    for (const name of readdirSync(d)) {
+      const full = join(d, name);
+      const rel = relative(dir, full);
+      if (statSync(full).isDirectory()) {
+        if (!["_static", "_images", "_sources", "_downloads"].includes(rel)) walk(full);
+      } else if (name.endsWith(".html")) {
+        out.push(rel.split(sep).join("/"));
+      }
+    }
+  };
+  walk(dir);
+  return out.sort();
+}
+
+// Runs inside the page: returns a list of problems with images, math and widgets.
+async function inspectPage() {
+  const problems = [];
+
+  for (const img of document.querySelectorAll("img")) {
+    img.loading = "eager";
+    try {
+      await img.decode();
+    } catch {
+      // reported below
+    }
+    if (!img.complete || img.naturalWidth === 0) {
+      problems.push(`image does not display: ${img.getAttribute("src")}`);
+    }
+  }
+
+  if (window.MathJax?.startup?.promise) await window.MathJax.startup.promise;
+  const maths = [...document.querySelectorAll(".math, .MathJax_Preview")];
+  let rendered = 0;
+  for (const el of maths) {
+    const container = el.querySelector("mjx-container");
+    // Text outside MathJax's output is what a reader sees raw.
+    const clone = el.cloneNode(true);
+    clone.querySelectorAll("mjx-container").forEach((c) => c.remove());
+    const raw = clone.textContent.trim();
+    if (!container) {
+      problems.push(`math not rendered: ${el.textContent.trim().slice(0, 80)}`);
+    } else if (el.querySelector("mjx-merror")) {
+      problems.push(`MathJax error in: ${el.textContent.trim().slice(0, 80)}`);
+    } else if (/\\\(|\\\)|\\\[|\\\]|\$/.test(raw)) {
+      problems.push(`raw TeX left next to rendered math: ${raw.slice(0, 80)}`);
+    } else {
+      rendered += 1;
+    }
+  }
+
+  // Dollar or backslash delimiters in prose mean the Markdown math was never converted.
+  const article = document.querySelector("article") ?? document.body;
+  const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT, {
+    acceptNode(node) {
+      const skip = node.parentElement?.closest(
+        "pre, code, script, style, textarea, mjx-container, .math, .highlight, .output",
+      );
+      return skip ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT;
+    },
+  });
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const text = node.textContent;
+    if (/\\\(|\\\[|\$\$|\$[^\s$][^$]*\$/.test(text)) {
+      problems.push(`unrendered math delimiters in text: ${text.trim().slice(0, 80)}`);
+    }
+  }
+
+  const widgetState = document.querySelector('script[type="application/vnd.jupyter.widget-state+json"]');
+  const widgetViews = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]');
+  let widgets = 0;
+  if (widgetState && widgetViews.length) {
+    const deadline = Date.now() + 15000;
+    while (Date.now() < deadline) {
+      widgets = document.querySelectorAll(".jupyter-widgets, .widget-box, .lm-Widget").length;
+      if (widgets > 0) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    if (widgets === 0) problems.push(`${widgetViews.length} saved widget(s) did not render`);
+  }
+
+  return {
+    problems,
+    images: document.querySelectorAll("img").length,
+    maths: rendered,
+    widgets: widgetViews.length,
+  };
+}
+
+async function main() {
+  const list = pages(root);
+  if (list.length === 0) throw new Error(`no HTML pages under ${root}: build the book first`);
+  const server = await serve(root);
+  const base = `http://127.0.0.1:${server.address().port}/`;
+  const profile = mkdtempSync(join(tmpdir(), "specdec-chromium-"));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath,
+    headless: true,
+    viewport: { width: 1280, height: 900 },
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+  mkdirSync(screenshots, { recursive: true });
+
+  const failures = [];
+  const totals = { pages: 0, images: 0, maths: 0, widgets: 0, requests: 0 };
+  try {
+    for (const rel of list) {
+      const page = await context.newPage();
+      const problems = [];
+      await page.route("**/*", (route) => {
+        const url = route.request().url();
+        if (url.startsWith(base) || url.startsWith("data:") || url.startsWith("blob:")) {
+          totals.requests += 1;
+          return route.continue();
+        }
+        problems.push(`request leaves localhost: ${url}`);
+        return route.abort("blockedbyclient");
+      });
+      page.on("requestfailed", (req) => {
+        if (req.url().startsWith(base)) {
+          problems.push(`failed to load ${req.url().slice(base.length)}: ${req.failure()?.errorText}`);
+        }
+      });
+      page.on("response", (resp) => {
+        if (resp.status() >= 400) problems.push(`HTTP ${resp.status()} for ${resp.url().replace(base, "")}`);
+      });
+      page.on("pageerror", (err) => problems.push(`JavaScript error: ${err.message}`));
+
+      await page.goto(base + rel, { waitUntil: "load", timeout: 60000 });
+      const result = await page.evaluate(inspectPage);
+      await page.waitForLoadState("networkidle", { timeout: 15000 }).catch(() => {});
+      problems.push(...result.problems);
+      totals.pages += 1;
+      totals.images += result.images;
+      totals.maths += result.maths;
+      totals.widgets += result.widgets;
+
+      if (SCREENSHOT_PAGES.includes(rel)) {
+        const name = rel.replace(/\//g, "_").replace(/\.html$/, "");
+        await page.screenshot({ path: join(screenshots, `${name}-light.png`), fullPage: true });
+        await page.evaluate(() => document.documentElement.setAttribute("data-theme", "dark"));
+        await page.waitForTimeout(300);
+        await page.screenshot({ path: join(screenshots, `${name}-dark.png`), fullPage: true });
+      }
+
+      const status = problems.length ? "FAIL" : "ok  ";
+      console.log(
+        `${status} ${rel}  (${result.images} images, ${result.maths} math, ${result.widgets} widgets)`,
+      );
+      for (const p of problems) {
+        console.log(`       ${p}`);
+        failures.push(`${rel}: ${p}`);
+      }
+      await page.close();
+    }
+  } finally {
+    await context.close();
+    server.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+
+  console.log(
+    `\nbrowser check: ${totals.pages} pages, ${totals.images} images, ${totals.maths} rendered math ` +
+      `elements, ${totals.widgets} widgets, ${totals.requests} local requests; screenshots in ${screenshots}`,
+  );
+  if (failures.length) {
+    console.log(`browser check FAILED: ${failures.length} problem(s)`);
+    process.exit(1);
+  }
+  console.log("browser check passed: every page rendered with no network");
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,190 @@
+"""Plain decoding and speculative decoding, with honest counting.
+
+``generate`` is the baseline: one target forward pass per new token, KV-cached.
+``speculative_generate`` proposes up to k tokens with a drafter, scores all of them
+in one target pass over k+1 positions, keeps what verification accepts plus one
+token from the target, and repeats. Both return only the new tokens, and exactly
+``params.max_tokens`` of them.
+
+Cached speculation keeps the target's KV cache across rounds. The invariant: the
+cache holds every context token except the last one, which is "pending". A round
+feeds ``[pending] + proposal`` (m+1 tokens), which yields exactly the k+1 rows of
+logits verification needs; then the cache is cropped to drop the rejected
+proposals, and the round's last emitted token becomes the new pending token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from .drafters import Drafter
+from .model import TinyGPT
+from .sampling import SamplingParams, process_logits, sample
+from .verify import accept_greedy, accept_sampled
+
+
+def check_prompt(prompt_token_ids: Sequence[int], model: TinyGPT, params: SamplingParams) -> list[int]:
+    """The prompt as a list of ints, or a ``ValueError`` saying what is wrong with it."""
+    if isinstance(prompt_token_ids, str | bytes):
+        raise ValueError("prompt_token_ids must be a sequence of token ids; encode text first")
+    ids = [int(t) for t in prompt_token_ids]
+    vocab, block = model.config.vocab_size, model.config.block_size
+    if not ids:
+        raise ValueError("prompt_token_ids must contain at least 1 token, got an empty prompt")
+    bad = [t for t in ids if not 0 <= t < vocab]
+    if bad:
+        raise ValueError(f"prompt_token_ids must lie in [0, {vocab - 1}], got {bad[0]}")
+    if len(ids) >= block:
+        raise ValueError(
+            f"prompt_token_ids must be shorter than the context window ({block} tokens), "
+            f"got {len(ids)}"
+        )
+    if len(ids) + params.max_tokens > block:
+        raise ValueError(
+            f"max_tokens must be <= {block - len(ids)} for this {len(ids)}-token prompt "
+            f"(context window {block}), got {params.max_tokens}"
+        )
+    return ids
+
+
+def next_token(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:
+    """Pick one token from a row of logits: argmax if greedy, else sample the processed p."""
+    if params.greedy:
+        return int(logits.argmax())
+    return sample(process_logits(logits, params), generator)
+
+
+@torch.inference_mode()
+def generate(
+    model: TinyGPT,
+    prompt_token_ids: Sequence[int],
+    params: SamplingParams,
+    generator: torch.Generator | None = None,
+) -> list[int]:
+    """Plain autoregressive decoding with a KV cache: one forward pass per new token."""
+    ids = check_prompt(prompt_token_ids, model, params)
+    cache = model.new_cache(1)
+    logits = model(torch.tensor([ids]), cache)[0, -1]  # prefill
+    out: list[int] = []
+    while True:
+        out.append(next_token(logits, params, generator))
+        if len(out) == params.max_tokens:
+            return out
+        logits = model(torch.tensor([[out[-1]]]), cache)[0, -1]
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """One speculation round: what was proposed, how much was accepted, what came out."""
+
+    proposed: list[int]
+    n_accepted: int
+    emitted: list[int]
+
+
+@dataclass
+class SpeculationStats:
+    """Counts from one or more ``speculative_generate`` calls (pass the same object to pool them).
+
+    ``emitted`` counts only tokens returned to the caller; nothing cut off by
+    ``max_tokens`` is counted, because the generator never drafts past it.
+    """
+
+    rounds: int = 0
+    target_passes: int = 0
+    draft_passes: int = 0
+    proposed: int = 0
+    accepted: int = 0
+    emitted: int = 0
+    position_proposed: list[int] = field(default_factory=list)
+    position_accepted: list[int] = field(default_factory=list)
+    log: list[RoundRecord] = field(default_factory=list)
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted / proposed (nan if nothing was proposed)."""
+        return self.accepted / self.proposed if self.proposed else float("nan")
+
+    @property
+    def tokens_per_pass(self) -> float:
+        """Emitted tokens per target forward pass; plain decoding scores exactly 1."""
+        return self.emitted / self.target_passes if self.target_passes else float("nan")
+
+    @property
+    def acceptance_per_position(self) -> list[float]:
+        """P(draft position i accepted | it was proposed), for i = 0, 1, ..."""
+        return [a / p if p else float("nan") for a, p in zip(self.position_accepted, self.position_proposed)]
+
+    def record(self, proposal_tokens: list[int], n_accepted: int, emitted: list[int], draft_passes: int) -> None:
+        m = len(proposal_tokens)
+        self.rounds += 1
+        self.target_passes += 1
+        self.draft_passes += draft_passes
+        self.proposed += m
+        self.accepted += n_accepted
+        self.emitted += len(emitted)
+        while len(self.position_proposed) < m:
+            self.position_proposed.append(0)
+            self.position_accepted.append(0)
+        for i in range(m):
+            self.position_proposed[i] += 1
+            self.position_accepted[i] += int(i < n_accepted)
+        self.log.append(RoundRecord(list(proposal_tokens), n_accepted, list(emitted)))
+
+
+Acceptor = Callable[..., tuple[list[int], int]]
+
+
+@torch.inference_mode()
+def speculative_generate(
+    target: TinyGPT,
+    drafter: Drafter,
+    prompt_token_ids: Sequence[int],
+    params: SamplingParams,
+    k: int = 4,
+    generator: torch.Generator | None = None,
+    stats: SpeculationStats | None = None,
+    use_kv_cache: bool = True,
+    acceptor: Acceptor = accept_sampled,
+) -> list[int]:
+    """Speculative decoding: draft up to ``k`` tokens, verify them in one target pass.
+
+    Greedy (``temperature=0``) returns exactly what :func:`generate` returns. With
+    sampling, ``acceptor`` (default :func:`accept_sampled`) decides; pass
+    ``accept_sampled_biased`` only to demonstrate the bug. ``use_kv_cache=False``
+    is the textbook version that re-runs the target over the whole context each
+    round.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    tokens = check_prompt(prompt_token_ids, target, params)
+    n_prompt = len(tokens)
+    cache = None
+    if use_kv_cache:
+        cache = target.new_cache(1)
+        if n_prompt > 1:
+            target(torch.tensor([tokens[:-1]]), cache)  # prefill all but the pending token
+    while len(tokens) - n_prompt < params.max_tokens:
+        remaining = params.max_tokens - (len(tokens) - n_prompt)
+        # Never draft past max_tokens: a round emits up to m+1 tokens.
+        proposal = drafter.propose(tokens, min(k, remaining - 1), params, generator)
+        m = len(proposal.tokens)
+        if m > min(k, remaining - 1):
+            raise ValueError(f"drafter {drafter.name!r} proposed {m} tokens, more than k={k}")
+        if cache is None:
+            logits = target(torch.tensor([tokens + proposal.tokens]))[0, -(m + 1) :]
+        else:
+            logits = target(torch.tensor([tokens[-1:] + proposal.tokens]), cache)[0]
+        if params.greedy:
+            emitted, n_acc = accept_greedy(logits, proposal.tokens)
+        else:
+            emitted, n_acc = acceptor(logits, proposal.probs, proposal.tokens, params, generator)
+        if cache is not None:
+            cache.crop(len(tokens) + n_acc)  # keep pending + accepted; drop rejected proposals
+        tokens.extend(emitted)
+        if stats is not None:
+            stats.record(proposal.tokens, n_acc, emitted, proposal.draft_passes)
+    return tokens[n_prompt:]

@@ -1,0 +1,128 @@
+"""Small helpers the chapters call, so notebooks hold prose and experiments, not plumbing.
+
+* :func:`glue` puts a computed number into the prose of the website (myst-nb's
+  ``glue``), and still works where myst-nb is not installed (Colab).
+* :func:`show_source` displays the library's own source for a function or
+  class, so a chapter quotes the code that runs instead of pasting a second
+  copy that could drift from it.
+* :func:`in_colab` tells a chapter whether it runs in Google Colab.
+"""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SourceListing", "glue", "in_colab", "show_source"]
+
+
+def in_colab() -> bool:
+    """True when running inside Google Colab."""
+    return "google.colab" in sys.modules
+
+
+def _plain(value: Any) -> Any:
+    """NumPy and torch scalars as Python numbers.
+
+    ``glue`` stores ``repr(value)``, and ``repr(np.float64(0.5))`` is
+    ``'np.float64(0.5)'`` under NumPy 2, which would land in the prose verbatim
+    and defeat format specs such as ``{glue:text}`tpp:.2f```.
+    """
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "ndim", None) == 0:  # NumPy or torch scalar
+        return item()
+    if isinstance(value, bool | str):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    return value
+
+
+def glue(name: str, value: Any, display: bool = False) -> None:
+    """Record ``value`` under ``name`` for the prose.
+
+    On the website, ``{glue:text}`name:.2f``` in a Markdown cell shows the
+    value that this cell computed when the notebook was last executed (and
+    that ``pytest`` re-checked). Without myst-nb (Colab, a bare kernel) the
+    call only shows the value when ``display`` is true, so chapters run the
+    same everywhere.
+    """
+    value = _plain(value)
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        if display:
+            from IPython.display import display as show
+
+            show(value)
+        return
+    myst_glue(name, value, display=display)
+
+
+def _fence(source: str) -> str:
+    """A backtick fence longer than any run of backticks inside ``source``."""
+    longest = max((len(run) for run in re.findall(r"`+", source)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _library_path(path: str) -> str:
+    """``specdec_lib/verify.py`` rather than the absolute path of one machine."""
+    parts = Path(path).parts
+    if "specdec_lib" in parts:
+        return "/".join(parts[len(parts) - 1 - parts[::-1].index("specdec_lib") :])
+    return Path(path).name
+
+
+class SourceListing:
+    """The source of one library object, shown as a highlighted listing.
+
+    It renders as Markdown (a fenced Python block under a one-line caption),
+    which Jupyter and Colab highlight and which the website renders with its
+    own theme-aware highlighting, so the listing reads well in light and dark
+    mode. The plain-text form is the source itself.
+    """
+
+    def __init__(self, qualname: str, path: str, first_line: int, source: str) -> None:
+        self.qualname = qualname
+        self.path = path
+        self.first_line = first_line
+        self.source = source
+
+    @property
+    def last_line(self) -> int:
+        return self.first_line + self.source.count("\n") - 1
+
+    def caption(self) -> str:
+        return f"`{self.qualname}`, from `{self.path}`, lines {self.first_line}–{self.last_line}"
+
+    def _repr_markdown_(self) -> str:
+        fence = _fence(self.source)
+        return f"{self.caption()}\n\n{fence}python\n{self.source.rstrip()}\n{fence}\n"
+
+    def __repr__(self) -> str:
+        return f"# {self.qualname}, {self.path}:{self.first_line}\n{self.source.rstrip()}"
+
+
+def show_source(obj: Any) -> SourceListing:
+    """Display the library's own source for ``obj`` (a function, class or method).
+
+    Use it as the last expression of a cell: ``show_source(accept_greedy)``.
+    The listing is re-generated whenever the notebook runs, so ``pytest``
+    fails if the chapter's stored listing no longer matches the library.
+    """
+    target = inspect.unwrap(obj)
+    try:
+        lines, first_line = inspect.getsourcelines(target)
+        path = inspect.getsourcefile(target) or "<unknown>"
+    except (OSError, TypeError) as exc:
+        raise ValueError(f"no source available for {obj!r}") from exc
+    module = getattr(target, "__module__", None) or ""
+    qualname = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(obj))
+    name = f"{module}.{qualname}" if module else qualname
+    return SourceListing(name, _library_path(path), first_line, "".join(lines))

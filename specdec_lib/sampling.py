@@ -1,0 +1,79 @@
+"""Sampling parameters and the one function that turns logits into a distribution.
+
+Speculative sampling is exact only if the target's distribution, the draft's
+distribution and the verifier all mean the same thing by "temperature 0.7,
+top-k 50, top-p 0.9". So there is exactly one place that applies them,
+:func:`process_logits`, and the target, the draft model and verification all
+call it. Order: temperature, then top-k, then top-p (as in Hugging Face and vLLM).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to pick each next token.
+
+    ``temperature=0`` means greedy (argmax). ``top_k=None`` and ``top_p=1.0``
+    switch those filters off. ``max_tokens`` is the number of new tokens to emit.
+    """
+
+    temperature: float = 0.0
+    top_k: int | None = None
+    top_p: float = 1.0
+    max_tokens: int = 64
+
+    def __post_init__(self) -> None:
+        t = self.temperature
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t < 0:
+            raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {t!r}")
+        k = self.top_k
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise ValueError(f"top_k must be None or an integer >= 1, got {k!r}")
+        p = self.top_p
+        if isinstance(p, bool) or not isinstance(p, int | float) or not 0 < p <= 1:
+            raise ValueError(f"top_p must lie in (0, 1], got {p!r}")
+        m = self.max_tokens
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+            raise ValueError(f"max_tokens must be an integer >= 1, got {m!r}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+def process_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """Probabilities (float64, rows sum to 1) after temperature, top-k and top-p.
+
+    Works on any leading shape: ``(..., V) -> (..., V)``. Greedy returns the
+    one-hot of the argmax, so greedy is just the temperature-0 limit of sampling
+    and the same verification code handles both.
+    """
+    logits = logits.detach().to(torch.float64)
+    if params.greedy:
+        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).to(torch.float64)
+    logits = logits / params.temperature
+    if params.top_k is not None and params.top_k < logits.shape[-1]:
+        kth = torch.topk(logits, params.top_k, dim=-1).values[..., -1:]  # (..., 1)
+        logits = logits.masked_fill(logits < kth, -math.inf)
+    probs = torch.softmax(logits, dim=-1)
+    if params.top_p < 1.0:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        # Keep a token if the mass strictly before it is still short of top_p:
+        # the smallest prefix whose mass reaches top_p, never empty.
+        before = sorted_probs.cumsum(-1) - sorted_probs
+        keep_sorted = before < params.top_p
+        keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+        probs = probs * keep
+        probs = probs / probs.sum(-1, keepdim=True)
+    return probs
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
+    """Draw one token id from a 1-D distribution."""
+    return int(torch.multinomial(probs, 1, generator=generator))

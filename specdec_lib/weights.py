@@ -1,0 +1,86 @@
+"""Shipped weights: safetensors files (plain tensors, no code runs on load), each
+checked against the SHA-256 recorded beside it before a byte of it is used.
+
+``manifest.json`` records, per model, its file, checksum, ``ModelConfig`` and the
+command and seed that trained it, so a chapter can say exactly what it ran.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from .model import ModelConfig, TinyGPT
+
+WEIGHTS_DIR = Path(__file__).parent / "weights"
+MANIFEST = "manifest.json"
+MODEL_NAMES = ("target", "draft")
+
+TARGET_CONFIG = ModelConfig(block_size=768, n_layer=4, n_head=4, n_embd=128)
+DRAFT_CONFIG = ModelConfig(block_size=768, n_layer=2, n_head=2, n_embd=64)
+CONFIGS = {"target": TARGET_CONFIG, "draft": DRAFT_CONFIG}
+# Seeds of the untrained (random) models, so trained=False is reproducible too.
+INIT_SEEDS = {"target": 1234, "draft": 5678}
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _state_dict_for_saving(model: TinyGPT) -> dict[str, torch.Tensor]:
+    # lm_head.weight is the same tensor as wte.weight; store it once.
+    sd = model.state_dict()
+    return {k: v.contiguous() for k, v in sd.items() if k != "lm_head.weight"}
+
+
+def save_model(model: TinyGPT, name: str, info: dict, directory: Path = WEIGHTS_DIR) -> Path:
+    """Write ``<name>.safetensors`` and record its checksum and provenance."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.safetensors"
+    save_file(_state_dict_for_saving(model), str(path))
+    manifest_path = directory / MANIFEST
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    manifest[name] = {
+        "file": path.name,
+        "sha256": sha256(path),
+        "config": asdict(model.config),
+        **info,
+    }
+    manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def read_manifest(directory: Path = WEIGHTS_DIR) -> dict:
+    return json.loads((directory / MANIFEST).read_text())
+
+
+def load_model(name: str, trained: bool = True, directory: Path = WEIGHTS_DIR) -> TinyGPT:
+    """The ``"target"`` or ``"draft"`` TinyGPT, in eval mode.
+
+    ``trained=True`` loads the shipped weights after verifying their checksum;
+    ``trained=False`` returns the same architecture with seeded random weights,
+    the control that shows what training bought.
+    """
+    if name not in MODEL_NAMES:
+        raise ValueError(f"name must be one of {MODEL_NAMES}, got {name!r}")
+    if not trained:
+        torch.manual_seed(INIT_SEEDS[name])
+        return TinyGPT(CONFIGS[name]).eval()
+    entry = read_manifest(directory)[name]
+    path = directory / entry["file"]
+    digest = sha256(path)
+    if digest != entry["sha256"]:
+        raise RuntimeError(
+            f"{path} has SHA-256 {digest}, manifest says {entry['sha256']}: "
+            "the weights are corrupt or were changed without retraining"
+        )
+    model = TinyGPT(ModelConfig(**entry["config"]))
+    state = load_file(str(path))
+    state["lm_head.weight"] = state["transformer.wte.weight"]
+    model.load_state_dict(state)
+    return model.eval()

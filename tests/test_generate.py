@@ -1,0 +1,100 @@
+import pytest
+import torch
+
+from specdec_lib import (
+    DraftModelDrafter,
+    NgramDrafter,
+    SamplingParams,
+    SpeculationStats,
+    generate,
+    speculative_generate,
+    workload_prompts,
+)
+
+GREEDY = SamplingParams(max_tokens=48)
+
+
+@pytest.fixture(scope="module")
+def prompts(tok):
+    return {w: [tok.encode(p) for p in workload_prompts(w, 2, seed=11)] for w in ("copy", "novel")}
+
+
+@pytest.fixture(scope="module")
+def references(target, prompts):
+    return {w: [generate(target, ids, GREEDY) for ids in prompts[w]] for w in prompts}
+
+
+@pytest.mark.parametrize("workload", ["copy", "novel"])
+@pytest.mark.parametrize("drafter_name", ["ngram", "draft"])
+def test_greedy_speculation_is_identical_to_greedy_decoding_for_every_k(
+    target, draft, prompts, references, workload, drafter_name
+):
+    for k in range(1, 9):
+        drafter = NgramDrafter() if drafter_name == "ngram" else DraftModelDrafter(draft)
+        for ids, ref in zip(prompts[workload], references[workload]):
+            stats = SpeculationStats()
+            out = speculative_generate(target, drafter, ids, GREEDY, k=k, stats=stats)
+            assert out == ref, f"k={k}"
+            assert stats.emitted == GREEDY.max_tokens == len(out)
+            assert [t for r in stats.log for t in r.emitted] == out
+            assert all(1 <= len(r.emitted) <= k + 1 for r in stats.log)
+
+
+@pytest.mark.parametrize("k", [1, 4, 7])
+def test_cached_and_uncached_speculation_agree_for_greedy_and_seeded_sampling(target, draft, prompts, k):
+    ids = prompts["copy"][0]
+    for params in [GREEDY, SamplingParams(temperature=0.9, top_p=0.95, max_tokens=40)]:
+        for make in [NgramDrafter, lambda: DraftModelDrafter(draft)]:
+            outs = [
+                speculative_generate(
+                    target, make(), ids, params, k=k,
+                    generator=torch.Generator().manual_seed(3), use_kv_cache=cached,
+                )
+                for cached in (True, False)
+            ]
+            assert outs[0] == outs[1]
+
+
+def test_speculation_returns_exactly_max_tokens_and_counts_only_those(target, prompts):
+    for max_tokens in [1, 2, 5, 9, 30]:
+        stats = SpeculationStats()
+        params = SamplingParams(max_tokens=max_tokens)
+        out = speculative_generate(target, NgramDrafter(), prompts["copy"][0], params, k=8, stats=stats)
+        assert len(out) == max_tokens == stats.emitted
+        assert stats.accepted + stats.rounds == stats.emitted
+        assert stats.target_passes == stats.rounds
+
+
+def test_acceptance_per_position_counts_each_draft_position(target, prompts):
+    stats = SpeculationStats()
+    speculative_generate(target, NgramDrafter(), prompts["copy"][1], GREEDY, k=4, stats=stats)
+    assert stats.position_proposed[0] == sum(1 for r in stats.log if r.proposed)
+    assert sum(stats.position_accepted) == stats.accepted
+    assert all(0 <= a <= 1 for a in stats.acceptance_per_position)
+
+
+def test_trained_target_copies_the_quoted_passage(target, tok):
+    from specdec_lib.data import workload_examples
+
+    ex = workload_examples("copy", 1, seed=12345)[0]
+    out = generate(target, tok.encode(ex.prompt), SamplingParams(max_tokens=128))
+    ref = tok.encode(ex.reference)[:128]
+    assert sum(a == b for a, b in zip(out, ref)) / 128 >= 0.9
+
+
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda t, ids: speculative_generate(t, NgramDrafter(), ids, GREEDY, k=0), "k must"),
+        (lambda t, ids: speculative_generate(t, NgramDrafter(), [], GREEDY), "at least 1 token"),
+        (lambda t, ids: generate(t, [], GREEDY), "at least 1 token"),
+        (lambda t, ids: generate(t, [1, 300], GREEDY), r"prompt_token_ids must lie in \[0, 255\]"),
+        (lambda t, ids: generate(t, [-1], GREEDY), r"prompt_token_ids must lie in \[0, 255\]"),
+        (lambda t, ids: generate(t, [1] * 768, GREEDY), "shorter than the context window"),
+        (lambda t, ids: generate(t, [1] * 700, SamplingParams(max_tokens=100)), "max_tokens must be <= 68"),
+        (lambda t, ids: generate(t, "a string", GREEDY), "encode text first"),
+    ],
+)
+def test_bad_input_is_refused_with_the_parameter_named(target, call, name):
+    with pytest.raises(ValueError, match=name):
+        call(target, [1, 2, 3])
