@@ -118,10 +118,18 @@ class SpeculationStats:
         """P(draft position i accepted | it was proposed), for i = 0, 1, ..."""
         return [a / p if p else float("nan") for a, p in zip(self.position_accepted, self.position_proposed)]
 
-    def record(self, proposal_tokens: list[int], n_accepted: int, emitted: list[int], draft_passes: int) -> None:
+    def record(
+        self,
+        proposal_tokens: list[int],
+        n_accepted: int,
+        emitted: list[int],
+        draft_passes: int,
+        target_passes: int = 1,
+    ) -> None:
+        """Count one request's round. A batched pass serving many requests counts once."""
         m = len(proposal_tokens)
         self.rounds += 1
-        self.target_passes += 1
+        self.target_passes += target_passes
         self.draft_passes += draft_passes
         self.proposed += m
         self.accepted += n_accepted

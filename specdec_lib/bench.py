@@ -1,0 +1,106 @@
+"""Measurement plumbing shared by chapters and benchmark scripts.
+
+Chapters call these so that a notebook shows a measurement, not a timing loop,
+and every figure quoted in the course carries its workload, k, drafter, sample
+size and machine.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .data import Example
+from .drafters import Drafter
+from .generate import SpeculationStats, generate, speculative_generate
+from .model import TinyGPT
+from .sampling import SamplingParams
+from .tokenizer import Tokenizer
+
+
+def machine_stamp() -> dict[str, str]:
+    """What the numbers were measured on: CPU, threads, Python and PyTorch versions."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": str(os.cpu_count()),
+        "torch_threads": str(torch.get_num_threads()),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
+
+
+def copy_accuracy(model: TinyGPT, examples: Sequence[Example], n_tokens: int = 128) -> float:
+    """Fraction of the first ``n_tokens`` quoted tokens that greedy decoding reproduces.
+
+    Position by position against the reference continuation, over all examples.
+    """
+    tok = Tokenizer()
+    hits = total = 0
+    for ex in examples:
+        ref = tok.encode(ex.reference)[:n_tokens]
+        out = generate(model, tok.encode(ex.prompt), SamplingParams(max_tokens=len(ref)))
+        hits += sum(a == b for a, b in zip(out, ref))
+        total += len(ref)
+    return hits / total
+
+
+def pooled_speculation(
+    target: TinyGPT,
+    make_drafter: Callable[[], Drafter],
+    prompts: Sequence[Sequence[int]],
+    params: SamplingParams,
+    k: int,
+    seed: int | None = None,
+    check_greedy: bool = False,
+) -> SpeculationStats:
+    """Speculate on every prompt with a fresh drafter; pool the counts in one stats object.
+
+    With ``check_greedy`` each output is compared with plain greedy decoding and a
+    mismatch raises, so a benchmark can never report a speedup for wrong output.
+    """
+    stats = SpeculationStats()
+    for i, ids in enumerate(prompts):
+        gen = torch.Generator().manual_seed(seed + i) if seed is not None else None
+        out = speculative_generate(target, make_drafter(), ids, params, k=k, generator=gen, stats=stats)
+        if check_greedy and out != generate(target, ids, params):
+            raise AssertionError(f"speculative output differs from greedy on prompt {i} at k={k}")
+    return stats
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Median and spread of repeated wall-clock measurements, in seconds."""
+
+    median: float
+    low: float
+    high: float
+    repeats: int
+
+
+def time_median(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> Timing:
+    """Run ``fn`` ``warmup`` times untimed, then ``repeats`` times; report the median and range."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return Timing(statistics.median(times), min(times), max(times), repeats)
