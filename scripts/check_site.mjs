@@ -185,6 +185,17 @@ async function main() {
   const totals = { pages: 0, images: 0, maths: 0, widgets: 0, requests: 0 };
   try {
     for (const rel of list) {
+      const html = readFileSync(join(root, rel), "utf8");
+      const refresh = html.match(/<meta http-equiv="refresh" content="\d+;\s*url=([^"]+)"/i);
+      if (refresh) {
+        // A redirect page (the site's index.html): its target must exist.
+        const target = resolve(join(root, rel, ".."), refresh[1].split("#")[0]);
+        const ok = target.startsWith(root) && statSync(target, { throwIfNoEntry: false })?.isFile();
+        console.log(`${ok ? "ok  " : "FAIL"} ${rel}  (redirect to ${refresh[1]})`);
+        if (!ok) failures.push(`${rel}: redirect target ${refresh[1]} does not exist`);
+        totals.pages += 1;
+        continue;
+      }
       const page = await context.newPage();
       const problems = [];
       await page.route("**/*", (route) => {
