@@ -23,7 +23,7 @@ import nbformat
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-TAGS = ["hide-input"]
+TAGS = ["remove-cell"]
 
 
 def repository_url(root: Path = ROOT) -> str:

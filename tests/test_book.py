@@ -1,0 +1,221 @@
+"""The book's own consistency: table of contents, stored notebooks, conventions, set-up.
+
+These run in a second and catch what strict nbval cannot: a chapter left out of
+the table of contents, a notebook committed without being executed top to
+bottom, an ignored output with no reason given, a repository URL typed twice.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS = ROOT / "chapters"
+NOTEBOOKS = sorted(CHAPTERS.glob("*.ipynb"))
+NBVAL_MARKERS = (
+    "NBVAL_IGNORE_OUTPUT",
+    "NBVAL_SKIP",
+    "NBVAL_RAISES_EXCEPTION",
+    "NBVAL_CHECK_OUTPUT",
+)
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from setup_cell import TAGS as SETUP_TAGS  # noqa: E402
+from setup_cell import repository_url, setup_source  # noqa: E402
+
+
+def _toc_files(entries: list[dict]) -> list[str]:
+    files = []
+    for entry in entries:
+        if "file" in entry:
+            files.append(entry["file"])
+        for key in ("chapters", "sections", "parts"):
+            files.extend(_toc_files(entry.get(key, [])))
+    return files
+
+
+def toc_files() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    return [toc["root"], *_toc_files([toc])]
+
+
+def config() -> dict:
+    return yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+
+
+def _ids(paths: list[Path]) -> list[str]:
+    return [p.name for p in paths]
+
+
+def code_cells(nb) -> list:
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+# --- table of contents -------------------------------------------------------------------
+
+
+def test_every_notebook_in_chapters_is_in_the_toc():
+    listed = {f.removesuffix(".ipynb").removesuffix(".md") for f in toc_files()}
+    missing = [p.name for p in NOTEBOOKS if f"chapters/{p.stem}" not in listed]
+    assert not missing, f"notebooks in chapters/ but not in _toc.yml: {missing}"
+
+
+def test_every_toc_entry_names_an_existing_page():
+    missing = []
+    for entry in toc_files():
+        stem = ROOT / entry.removesuffix(".ipynb").removesuffix(".md")
+        if not any(stem.with_suffix(s).is_file() for s in (".ipynb", ".md")):
+            missing.append(entry)
+    assert not missing, f"_toc.yml entries with no file: {missing}"
+
+
+def test_the_toc_lists_no_page_twice():
+    files = [f.removesuffix(".ipynb").removesuffix(".md") for f in toc_files()]
+    assert len(files) == len(set(files)), f"duplicate _toc.yml entries in {files}"
+
+
+def test_every_chapter_appears_in_the_landing_pages_chapter_map():
+    intro = (CHAPTERS / "intro.md").read_text(encoding="utf-8")
+    missing = [p.name for p in NOTEBOOKS if f"]({p.name})" not in intro]
+    assert not missing, f"add these chapters to the chapter map in chapters/intro.md: {missing}"
+
+
+# --- configuration -------------------------------------------------------------------------
+
+
+def test_the_site_is_built_from_stored_outputs_without_executing():
+    assert config()["execute"]["execute_notebooks"] in ("off", False)
+
+
+def test_the_repository_url_is_written_only_in_config_and_readme():
+    url = repository_url()
+    assert url.startswith("https://github.com/")
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    allowed = {"_config.yml", "README.md"}
+    offenders = []
+    for name in tracked:
+        path = ROOT / name
+        if name in allowed or path.suffix == ".ipynb" or not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        if url in text:
+            offenders.append(name)
+    assert not offenders, f"repository URL typed outside _config.yml: {offenders}"
+
+
+def test_binder_installs_the_same_torch_release_as_requirements():
+    def torch_pin(path: Path) -> str:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            match = re.match(r"torch==([0-9.]+)", line.strip())
+            if match:
+                return match.group(1)
+        raise AssertionError(f"no torch== pin in {path}")
+
+    assert torch_pin(ROOT / "binder" / "requirements.txt") == torch_pin(ROOT / "requirements.txt")
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    match = re.search(
+        r"## Set up\n.*?```(?:bash|sh)?\n(.*?)```.*?```(?:bash|sh)?\n(.*?)```", readme, re.S
+    )
+    assert match, "README's 'Set up' section must hold the two set-up commands in code blocks"
+    test_command = match.group(2).strip()
+    assert test_command == "pytest"
+    assert re.search(r"^\s*pytest\s*$", ci, re.M), ".ci/run must run exactly `pytest`"
+
+
+# --- stored notebooks ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_starts_with_the_colab_set_up_cell(path):
+    nb = nbformat.read(path, as_version=4)
+    first = nb.cells[0]
+    assert first.cell_type == "code" and first.source == setup_source(), (
+        f"{path.name}: first cell must be the set-up cell; "
+        "run `python scripts/setup_cell.py --write`"
+    )
+    assert first.metadata.get("tags") == SETUP_TAGS
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_is_stored_executed_top_to_bottom_in_a_python3_kernel(path):
+    nb = nbformat.read(path, as_version=4)
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
+    counts = [c.execution_count for c in code_cells(nb)]
+    expected = list(range(1, len(counts) + 1))
+    assert counts == expected, (
+        f"{path.name}: execution counts {counts} are not 1..n in order; "
+        "re-execute with `python scripts/execute_notebooks.py`"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_stores_no_error_and_no_machine_specific_path(path):
+    nb = nbformat.read(path, as_version=4)
+    for index, cell in enumerate(code_cells(nb)):
+        for output in cell.outputs:
+            assert output.output_type != "error", f"{path.name} code cell {index} stored an error"
+            text = str(output)
+            for leak in ("/work/", "/home/", "/root/", "/tmp/", "site-packages"):
+                assert leak not in text, (
+                    f"{path.name} code cell {index} prints a local path ({leak})"
+                )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_every_nbval_marker_is_followed_by_a_one_line_reason(path):
+    nb = nbformat.read(path, as_version=4)
+    for index, cell in enumerate(code_cells(nb)):
+        tags = [t for t in cell.metadata.get("tags", []) if t.startswith("nbval")]
+        assert not tags, (
+            f"{path.name} cell {index}: use a `# NBVAL_...` comment with a reason, not tags"
+        )
+        lines = cell.source.splitlines()
+        for i, line in enumerate(lines):
+            if line.strip().lstrip("# ").strip() in NBVAL_MARKERS:
+                reason = lines[i + 1].strip() if i + 1 < len(lines) else ""
+                assert re.match(r"#\s*\S.{9,}", reason) and "NBVAL" not in reason, (
+                    f"{path.name} code cell {index}: `{line.strip()}` must be followed by a "
+                    "comment line saying why the output cannot repeat"
+                )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_notebook_ends_with_what_to_remember(path):
+    nb = nbformat.read(path, as_version=4)
+    markdown = [c for c in nb.cells if c.cell_type == "markdown"]
+    assert markdown and "What to remember" in markdown[-1].source.split("\n", 1)[0], (
+        f"{path.name}: the last Markdown cell must start with a 'What to remember' heading"
+    )
+    assert re.search(r"^\s*[-*] ", markdown[-1].source, re.M), "'What to remember' must be a list"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_every_number_glued_into_the_prose_is_glued_by_the_same_notebook(path):
+    nb = nbformat.read(path, as_version=4)
+    prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    used = set(re.findall(r"\{glue(?::\w+)?\}`([^`:<]+?)(?::[^`]*)?`", prose))
+    used |= set(re.findall(r":::?\{glue(?::\w+)?\}\s+(\S+)", prose))
+    glued = set()
+    for cell in code_cells(nb):
+        for output in cell.outputs:
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name:
+                glued.add(name)
+    missing = sorted(used - glued)
+    assert not missing, f"{path.name}: prose uses glue names no cell glued: {missing}"

@@ -1,0 +1,144 @@
+"""The helpers chapters call: figure style, glue, show_source, the round-by-round display."""
+
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from specdec_lib import Tokenizer, speculative_generate  # noqa: E402
+from specdec_lib.display import render_rounds  # noqa: E402
+from specdec_lib.notebook import _plain, glue, in_colab, show_source  # noqa: E402
+from specdec_lib.plotting import check_figure, new_figure, use_course_style  # noqa: E402
+
+
+@pytest.fixture
+def course_style():
+    saved = matplotlib.rcParams.copy()
+    use_course_style()
+    yield
+    matplotlib.rcParams.update(saved)
+    plt.close("all")
+
+
+def rec(tok: Tokenizer, proposed: str, n_accepted: int, emitted: str) -> SimpleNamespace:
+    return SimpleNamespace(
+        proposed=tok.encode(proposed), n_accepted=n_accepted, emitted=tok.encode(emitted)
+    )
+
+
+# --- plotting ------------------------------------------------------------------------------
+
+
+def test_course_figures_are_opaque_white_and_labelled(course_style):
+    fig, ax = new_figure("draft length k (tokens)", "tokens per target pass")
+    assert fig.get_facecolor() == (1.0, 1.0, 1.0, 1.0)
+    assert ax.get_facecolor() == (1.0, 1.0, 1.0, 1.0)
+    assert matplotlib.rcParams["savefig.transparent"] is False
+    check_figure(fig)
+
+
+def test_new_figure_refuses_an_unlabelled_axis(course_style):
+    with pytest.raises(ValueError, match="xlabel and ylabel"):
+        new_figure("", "time (ms)")
+
+
+def test_check_figure_catches_an_unlabelled_axis_and_a_transparent_background(course_style):
+    fig, ax = plt.subplots()
+    with pytest.raises(ValueError, match="unlabelled"):
+        check_figure(fig)
+    ax.set_xlabel("x (s)")
+    ax.set_ylabel("y (ms)")
+    fig.patch.set_alpha(0.0)
+    with pytest.raises(ValueError, match="opaque"):
+        check_figure(fig)
+
+
+# --- notebook helpers ----------------------------------------------------------------------
+
+
+def test_glue_values_are_plain_python_numbers_so_format_specs_work():
+    assert type(_plain(np.float64(2.5))) is float
+    assert type(_plain(np.int64(3))) is int
+    assert type(_plain(torch.tensor(1.5))) is float
+    assert type(_plain(np.bool_(True))) is bool
+    assert _plain("text") == "text"
+
+
+def test_glue_works_without_myst_nb(monkeypatch):
+    monkeypatch.setitem(sys.modules, "myst_nb", None)  # import fails, as in Colab
+    assert glue("x", 1.0) is None
+
+
+def test_in_colab_is_false_outside_colab():
+    assert in_colab() is False
+
+
+def test_show_source_shows_the_librarys_own_code_with_a_relative_path():
+    listing = show_source(speculative_generate)
+    markdown = listing._repr_markdown_()
+    assert "def speculative_generate(" in markdown
+    assert "`specdec_lib/generate.py`" in markdown
+    assert "/work/" not in markdown and "site-packages" not in markdown
+    assert markdown.count("```python") == 1
+    lines = listing.source.splitlines()
+    assert listing.last_line - listing.first_line + 1 == len(lines)
+
+
+def test_show_source_fences_code_that_itself_contains_backticks():
+    def example():
+        return "```"
+
+    assert "````python" in show_source(example)._repr_markdown_()
+
+
+# --- round-by-round display ----------------------------------------------------------------
+
+
+def test_rounds_show_accepted_rejected_correction_and_bonus_tokens():
+    tok = Tokenizer()
+    log = [rec(tok, "the ", 4, "the c"), rec(tok, "at s", 2, "at\n")]
+    view = render_rounds(log, tok)
+    first, second = view.rounds
+    assert (first.accepted, first.rejected, first.kind) == (tok.encode("the "), [], "bonus")
+    assert (second.rejected, second.target_token, second.kind) == (
+        tok.encode(" s"),
+        tok.encode("\n"),
+        "correction",
+    )
+    html = view._repr_html_()
+    assert "line-through" in html and "Key:" in html
+    assert "background:#ffffff" in html  # opaque card: readable on light and dark themes
+    text = repr(view)
+    assert "[the ]<+c>" in text and "[at]~ s~<↵>" in text
+    assert view.n_emitted == 8
+
+
+def test_a_round_cut_short_by_max_tokens_has_no_target_token():
+    tok = Tokenizer()
+    (only,) = render_rounds([rec(tok, "abcd", 2, "ab")], tok).rounds
+    assert only.target_token == [] and only.rejected == tok.encode("cd")
+
+
+def test_rounds_display_escapes_html_in_tokens():
+    tok = Tokenizer()
+    html = render_rounds([rec(tok, "<b>", 3, "<b>&")], tok)._repr_html_()
+    assert "<b>&amp;" not in html and "&lt;b&gt;" in html
+
+
+def test_rounds_display_rejects_a_log_that_contradicts_itself():
+    tok = Tokenizer()
+    with pytest.raises(ValueError, match="n_accepted"):
+        render_rounds([rec(tok, "ab", 3, "abc")], tok)
+    with pytest.raises(ValueError, match="accepted drafts"):
+        render_rounds([rec(tok, "ab", 2, "xyz")], tok)
+    with pytest.raises(ValueError, match="max_rounds"):
+        render_rounds([], tok, max_rounds=0)
