@@ -1,20 +1,73 @@
-"""Exact and sampled output distributions of a verification rule.
+"""Exact and sampled output distributions of a verification rule, and tests on them.
 
-Exact enumeration removes sampling noise from correctness claims: for one draft
-position, the first emitted token y has probability
+A correctness claim about speculative *sampling* is a claim about a
+distribution, so it needs two kinds of evidence:
 
-    P(y) = q(y)·a(y) + sum_x q(x)·(1 - a(x)) · r(y),   a(x) = min(1, p(x)/q(x)),
+* **Exact enumeration** (no random numbers). For one draft position the first
+  emitted token y has probability
 
-where r is the rule's replacement distribution (the residual for the correct
-rule, p itself for the biased one). Summing over the proposal x is the
-enumeration; no random numbers are drawn.
+      P(y) = q(y)·a(y) + R · r(y),   a(x) = min(1, p(x)/q(x)),   R = sum_x q(x)·(1 - a(x)),
+
+  where p is the target's (processed) distribution, q the draft's and r the
+  rule's replacement distribution: the residual norm(max(0, p - q)) for the
+  correct rule, p itself for the biased one. Summing over the proposal x is the
+  enumeration. It proves the *formula* right, to rounding error.
+* **Seeded sampling** of the real functions :func:`~specdec_lib.verify.accept_sampled`
+  and :func:`~specdec_lib.verify.accept_sampled_biased`, compared with the
+  target by a z-score on one token or a chi-square over the whole vocabulary. It
+  checks the *code*, and it can fail, which is the point: the same test must
+  pass the correct rule and fail the biased one (:func:`error_rates`).
+
+scipy is imported inside the few functions that need it (chi-square tails and
+the non-central chi-square power), so the enumeration helpers need only torch.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
 import torch
 
-from .verify import Replacement, residual_distribution
+from .sampling import SamplingParams, process_logits
+from .verify import (
+    Replacement,
+    _target_distribution,
+    accept_sampled,
+    accept_sampled_biased,
+    residual_distribution,
+)
+
+Rule = Callable[..., tuple[list[int], int]]
+
+#: The replacement distribution each library rule draws from after a rejection.
+REPLACEMENTS: dict[Rule, Replacement] = {
+    accept_sampled: residual_distribution,
+    accept_sampled_biased: _target_distribution,
+}
+
+#: Significance level of :func:`distribution_test`. At 1e-3 a correct rule fails
+#: about once in a thousand runs, so "passes at least 99% of 200 seeds" is a bar
+#: it clears with room to spare (expected false alarms: 0.2 in 200).
+ALPHA = 1e-3
+
+#: Bins whose expected count is below this are pooled before the chi-square test,
+#: where the chi-square approximation to the statistic's distribution is poor.
+MIN_EXPECTED = 5.0
+
+
+# --- exact enumeration -------------------------------------------------------------
+
+
+def _as_distribution(x: torch.Tensor, name: str) -> torch.Tensor:
+    x = torch.as_tensor(x).detach().to(torch.float64)
+    if x.dim() != 1:
+        raise ValueError(f"{name} must be one distribution of shape (V,), got {tuple(x.shape)}")
+    if not torch.isfinite(x).all() or (x < 0).any() or abs(float(x.sum()) - 1) > 1e-6:
+        raise ValueError(f"{name} must be finite, >= 0 and sum to 1")
+    return x
 
 
 def exact_first_token_distribution(
@@ -28,3 +81,371 @@ def exact_first_token_distribution(
     accept[support] = torch.clamp(p[support] / q[support], max=1.0)
     reject_mass = float((q * (1 - accept)).sum())
     return q * accept + reject_mass * replacement(p, q)
+
+
+def exact_mismatched_distribution(
+    p: torch.Tensor,
+    drawn_from: torch.Tensor,
+    claimed: torch.Tensor,
+    replacement: Replacement = residual_distribution,
+) -> torch.Tensor:
+    """First-token distribution when the proposal is drawn from ``drawn_from`` but the
+    verifier is told it came from ``claimed``.
+
+    This is the bug of a drafter that samples at one temperature and reports the
+    probabilities of another. The verifier divides by ``claimed`` and subtracts it
+    in the residual, while proposals arrive with frequencies ``drawn_from``:
+
+        P(y) = drawn(y)·a(y) + sum_x drawn(x)·(1 - a(x)) · r(y),  a = min(1, p/claimed).
+
+    With ``claimed == drawn_from`` this is :func:`exact_first_token_distribution`.
+    """
+    p = _as_distribution(p, "p")
+    drawn = _as_distribution(drawn_from, "drawn_from")
+    claimed = _as_distribution(claimed, "claimed")
+    if ((drawn > 0) & (claimed <= 0)).any():
+        raise ValueError(
+            "claimed must be > 0 wherever drawn_from is: the verifier refuses a proposal "
+            "its draft distribution says is impossible"
+        )
+    accept = torch.zeros_like(p)
+    support = claimed > 0
+    accept[support] = torch.clamp(p[support] / claimed[support], max=1.0)
+    reject_mass = float((drawn * (1 - accept)).sum())
+    return drawn * accept + reject_mass * replacement(p, claimed)
+
+
+def exact_output_distribution(
+    rule: Rule,
+    target_logits: torch.Tensor,
+    draft_probs: torch.Tensor,
+    params: SamplingParams,
+    drawn_from: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Exact first-token distribution of a library ``rule`` with sampling ``params``.
+
+    ``target_logits`` (V,) are raw; they are processed (temperature, top-k, top-p)
+    exactly as the rule processes them, by :func:`~specdec_lib.sampling.process_logits`.
+    ``draft_probs`` (V,) is what the drafter reports; ``drawn_from`` (default: the
+    same) is what it really sampled from. Only the rules in :data:`REPLACEMENTS` can
+    be enumerated; any other function can only be sampled (:func:`sample_first_tokens`).
+    """
+    if rule not in REPLACEMENTS:
+        raise ValueError(
+            "rule must be accept_sampled or accept_sampled_biased to be enumerated; "
+            "sample other functions with sample_first_tokens"
+        )
+    if params.greedy:
+        raise ValueError("params.temperature must be > 0: greedy verification is not sampled")
+    p = process_logits(torch.as_tensor(target_logits), params)
+    if p.dim() != 1:
+        raise ValueError(f"target_logits must have shape (V,), got {tuple(p.shape)}")
+    q = _as_distribution(draft_probs, "draft_probs")
+    drawn = q if drawn_from is None else drawn_from
+    return exact_mismatched_distribution(p, drawn, q, REPLACEMENTS[rule])
+
+
+@dataclass(frozen=True)
+class ResidualDecomposition:
+    """The pieces of the residual rule for one draft position (all (V,) float64).
+
+    ``accepted`` = q·min(1, p/q) = min(p, q), the mass that arrives by acceptance;
+    ``shortfall`` = max(0, p - q), what acceptance leaves each token short of p;
+    ``rejected_mass`` = the chance of a rejection, which equals ``shortfall.sum()``;
+    ``residual`` = the shortfall normalised; ``output`` = accepted + rejected_mass · residual.
+    """
+
+    p: torch.Tensor
+    q: torch.Tensor
+    accepted: torch.Tensor
+    shortfall: torch.Tensor
+    residual: torch.Tensor
+    rejected_mass: float
+    output: torch.Tensor
+
+
+def residual_decomposition(p: torch.Tensor, q: torch.Tensor) -> ResidualDecomposition:
+    """Split the residual rule's output into what acceptance and rejection each contribute."""
+    p = _as_distribution(p, "p")
+    q = _as_distribution(q, "q")
+    accepted = torch.minimum(p, q)
+    shortfall = (p - q).clamp(min=0)
+    rejected_mass = 1.0 - float(accepted.sum())
+    residual = residual_distribution(p, q)
+    return ResidualDecomposition(
+        p=p,
+        q=q,
+        accepted=accepted,
+        shortfall=shortfall,
+        residual=residual,
+        rejected_mass=rejected_mass,
+        output=accepted + rejected_mass * residual,
+    )
+
+
+# --- seeded sampling -------------------------------------------------------------------
+
+
+def first_tokens(
+    rule: Rule,
+    target_logits: torch.Tensor,
+    draft_probs: torch.Tensor,
+    params: SamplingParams,
+    n: int,
+    seed: int,
+    drawn_from: torch.Tensor | None = None,
+) -> np.ndarray:
+    """The first emitted token of ``n`` seeded rounds of ``rule``, in order (int64 array).
+
+    Each round draws the proposal x from ``drawn_from`` (default ``draft_probs``),
+    then calls ``rule(logits, draft_probs[None], [x], params, generator)`` exactly as
+    :func:`~specdec_lib.generate.speculative_generate` does for a one-token draft,
+    and records ``emitted[0]``. The target's logits are the same every round (one
+    fixed context), so the tokens are draws from one distribution. ``logits``
+    repeats ``target_logits`` for the bonus row, which the first token never reads.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    logits = torch.as_tensor(target_logits).detach()
+    if logits.dim() != 1:
+        raise ValueError(f"target_logits must have shape (V,), got {tuple(logits.shape)}")
+    rows = logits.unsqueeze(0).repeat(2, 1)  # (k+1, V) with k = 1
+    q = torch.as_tensor(draft_probs).detach().to(torch.float64).reshape(1, -1)  # (1, V)
+    drawn = q[0] if drawn_from is None else torch.as_tensor(drawn_from).to(torch.float64)
+    generator = torch.Generator().manual_seed(seed)
+    proposals = torch.multinomial(drawn, n, replacement=True, generator=generator).tolist()
+    return np.array([rule(rows, q, [x], params, generator)[0][0] for x in proposals])
+
+
+def sample_first_tokens(
+    rule: Rule,
+    target_logits: torch.Tensor,
+    draft_probs: torch.Tensor,
+    params: SamplingParams,
+    n: int,
+    seed: int,
+    drawn_from: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Counts (V,) of the first emitted token over ``n`` seeded rounds (:func:`first_tokens`)."""
+    tokens = first_tokens(rule, target_logits, draft_probs, params, n, seed, drawn_from)
+    return torch.from_numpy(
+        np.bincount(tokens, minlength=int(torch.as_tensor(target_logits).shape[-1]))
+    )
+
+
+# --- one probability: standard error and z-score --------------------------------------
+
+
+def standard_error(p: float, n: int) -> float:
+    """sqrt(p(1 - p)/n): the spread of a frequency over n independent draws of probability p."""
+    if not 0 <= p <= 1:
+        raise ValueError(f"p must lie in [0, 1], got {p!r}")
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n!r}")
+    return math.sqrt(p * (1 - p) / n)
+
+
+def z_score(count: int, n: int, p: float) -> float:
+    """How many standard errors the frequency count/n lies from the probability p."""
+    se = standard_error(p, n)
+    if se == 0:
+        raise ValueError(f"p must lie strictly inside (0, 1) for a z-score, got {p!r}")
+    return (count / n - p) / se
+
+
+def expected_z(p_null: float, p_alt: float, n: int) -> float:
+    """The z-score a rule that really emits with probability ``p_alt`` produces on average
+    against ``p_null`` after ``n`` draws: it grows like sqrt(n)."""
+    return (p_alt - p_null) / standard_error(p_null, n)
+
+
+# --- the whole distribution: chi-square ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChiSquareResult:
+    """Pearson's chi-square of observed counts against expected probabilities."""
+
+    statistic: float
+    dof: int
+    p_value: float
+    n: int
+    n_bins: int
+
+
+def pooled_bins(probs: torch.Tensor, n: int, min_expected: float = MIN_EXPECTED) -> np.ndarray:
+    """Bin index per token: tokens expected fewer than ``min_expected`` times share one bin.
+
+    Tokens with probability 0 get bin -1 (they must never be observed). If the
+    pooled bin is itself too small it is merged into the smallest regular bin.
+    """
+    e = np.asarray(torch.as_tensor(probs, dtype=torch.float64)) * n
+    bins = np.full(e.shape, -1, dtype=np.int64)
+    big = np.flatnonzero(e >= min_expected)
+    small = np.flatnonzero((e > 0) & (e < min_expected))
+    bins[big] = np.arange(big.size)
+    if small.size:
+        if e[small].sum() >= min_expected or big.size == 0:
+            bins[small] = big.size
+        else:
+            bins[small] = bins[big[np.argmin(e[big])]]
+    return bins
+
+
+def chi_square(
+    counts: torch.Tensor, probs: torch.Tensor, min_expected: float = MIN_EXPECTED
+) -> ChiSquareResult:
+    """Chi-square test of ``counts`` (V,) against ``probs`` (V,), with sparse bins pooled.
+
+    A token observed where ``probs`` is 0 makes the statistic infinite (p-value 0):
+    an impossible token was emitted. Degrees of freedom: number of bins - 1.
+    """
+    from scipy.stats import chi2
+
+    c = np.asarray(torch.as_tensor(counts), dtype=np.float64)
+    pr = np.asarray(torch.as_tensor(probs, dtype=torch.float64))
+    if c.shape != pr.shape or c.ndim != 1:
+        raise ValueError(f"counts and probs must both have shape (V,), got {c.shape}, {pr.shape}")
+    n = int(c.sum())
+    if n < 1:
+        raise ValueError("counts must contain at least one observation")
+    bins = pooled_bins(torch.from_numpy(pr), n, min_expected)
+    n_bins = int(bins.max()) + 1
+    if c[bins < 0].sum() > 0:
+        return ChiSquareResult(math.inf, max(n_bins - 1, 1), 0.0, n, n_bins)
+    observed = np.bincount(bins[bins >= 0], weights=c[bins >= 0], minlength=n_bins)
+    expected = np.bincount(bins[bins >= 0], weights=pr[bins >= 0] * n, minlength=n_bins)
+    statistic = float(((observed - expected) ** 2 / expected).sum())
+    dof = n_bins - 1
+    if dof < 1:
+        raise ValueError("probs put (nearly) all mass on one bin: nothing for a chi-square to test")
+    return ChiSquareResult(statistic, dof, float(chi2.sf(statistic, dof)), n, n_bins)
+
+
+def chi_square_power(
+    p_null: torch.Tensor,
+    p_alt: torch.Tensor,
+    n: int,
+    alpha: float = ALPHA,
+    min_expected: float = MIN_EXPECTED,
+) -> float:
+    """Probability that :func:`chi_square` at level ``alpha`` rejects ``p_null`` after ``n``
+    draws from ``p_alt``, from the non-central chi-square approximation.
+
+    Non-centrality: n · sum over bins (alt - null)² / null. This is the power curve
+    of the test, computed rather than simulated; :func:`error_rates` measures it.
+    """
+    from scipy.stats import chi2, ncx2
+
+    bins = pooled_bins(p_null, n, min_expected)
+    null = np.asarray(torch.as_tensor(p_null, dtype=torch.float64))
+    alt = np.asarray(torch.as_tensor(p_alt, dtype=torch.float64))
+    if alt[bins < 0].sum() > 0:
+        return 1.0
+    n_bins = int(bins.max()) + 1
+    b0 = np.bincount(bins[bins >= 0], weights=null[bins >= 0], minlength=n_bins)
+    b1 = np.bincount(bins[bins >= 0], weights=alt[bins >= 0], minlength=n_bins)
+    dof = n_bins - 1
+    noncentrality = n * float(((b1 - b0) ** 2 / b0).sum())
+    return float(ncx2.sf(chi2.isf(alpha, dof), dof, noncentrality))
+
+
+# --- the distribution test, and testing it ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class DistributionTest:
+    """One run of the distribution test: did the sample look like the target?"""
+
+    passed: bool
+    alpha: float
+    chi_square: ChiSquareResult
+
+
+def distribution_test(
+    counts: torch.Tensor, target_probs: torch.Tensor, alpha: float = ALPHA
+) -> DistributionTest:
+    """Pass iff the chi-square p-value of ``counts`` against ``target_probs`` is >= ``alpha``."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    result = chi_square(counts, target_probs)
+    return DistributionTest(result.p_value >= alpha, alpha, result)
+
+
+@dataclass(frozen=True)
+class ErrorRates:
+    """How often the distribution test is wrong, over many seeds.
+
+    ``false_alarm_rate``: fraction of seeds where the correct rule *failed*.
+    ``miss_rate``: fraction of seeds where the biased rule *passed*.
+    ``p_values_correct`` / ``p_values_biased``: one chi-square p-value per seed.
+    """
+
+    n_seeds: int
+    n_samples: int
+    alpha: float
+    false_alarm_rate: float
+    miss_rate: float
+    p_values_correct: list[float]
+    p_values_biased: list[float]
+
+
+def run_distribution_tests(
+    rule: Rule,
+    target_logits: torch.Tensor,
+    draft_probs: torch.Tensor,
+    params: SamplingParams,
+    n_samples: int | Sequence[int],
+    seeds: Iterable[int],
+    alpha: float = ALPHA,
+) -> dict[int, list[DistributionTest]]:
+    """The distribution test on ``rule``'s first token, once per seed, at each sample size.
+
+    ``n_samples`` may be a list: each seed draws the largest size once and tests
+    its prefixes, so a whole power curve costs no more than its last point. Returns
+    ``{n: [test per seed]}``. The target is ``process_logits(target_logits, params)``.
+    """
+    sizes = sorted({n_samples} if isinstance(n_samples, int) else set(n_samples))
+    p = process_logits(torch.as_tensor(target_logits), params)
+    out: dict[int, list[DistributionTest]] = {n: [] for n in sizes}
+    vocab_size = p.shape[-1]
+    for seed in seeds:
+        tokens = first_tokens(rule, target_logits, draft_probs, params, sizes[-1], seed)
+        for n in sizes:
+            counts = torch.from_numpy(np.bincount(tokens[:n], minlength=vocab_size))
+            out[n].append(distribution_test(counts, p, alpha))
+    return out
+
+
+def error_rates(
+    target_logits: torch.Tensor,
+    draft_probs: torch.Tensor,
+    params: SamplingParams,
+    n_samples: int,
+    seeds: Iterable[int],
+    correct_rule: Rule = accept_sampled,
+    biased_rule: Rule = accept_sampled_biased,
+    alpha: float = ALPHA,
+) -> ErrorRates:
+    """Run the distribution test on both rules for every seed; report how often it errs.
+
+    A test worth trusting has a false-alarm rate near ``alpha`` and a miss rate near
+    0 at the chosen ``n_samples``. If the miss rate is high, the test is blind at
+    that size, and a pass of the correct rule means nothing.
+    """
+    seeds = list(seeds)
+    good = run_distribution_tests(
+        correct_rule, target_logits, draft_probs, params, n_samples, seeds, alpha
+    )[n_samples]
+    bad = run_distribution_tests(
+        biased_rule, target_logits, draft_probs, params, n_samples, seeds, alpha
+    )[n_samples]
+    return ErrorRates(
+        n_seeds=len(seeds),
+        n_samples=n_samples,
+        alpha=alpha,
+        false_alarm_rate=sum(not t.passed for t in good) / len(seeds),
+        miss_rate=sum(t.passed for t in bad) / len(seeds),
+        p_values_correct=[t.chi_square.p_value for t in good],
+        p_values_biased=[t.chi_square.p_value for t in bad],
+    )

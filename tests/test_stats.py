@@ -1,0 +1,202 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from specdec_lib import SamplingParams, accept_sampled, accept_sampled_biased, process_logits
+from specdec_lib.drafters import one_hot_probs
+from specdec_lib.stats import (
+    chi_square,
+    chi_square_power,
+    distribution_test,
+    error_rates,
+    exact_first_token_distribution,
+    exact_mismatched_distribution,
+    exact_output_distribution,
+    expected_z,
+    first_tokens,
+    pooled_bins,
+    residual_decomposition,
+    run_distribution_tests,
+    sample_first_tokens,
+    standard_error,
+    z_score,
+)
+
+V = 6
+SAMPLED = SamplingParams(temperature=1.0)
+# A small target with a drafted token of moderate probability: the biased rule's
+# excess p(1 - p) is large, so a few hundred samples separate the rules.
+LOGITS = torch.tensor([0.0, 0.5, 1.0, 0.2, -0.3, 0.1])
+D = 2
+
+
+def random_logits(seed: int, v: int = 40) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(v, generator=g, dtype=torch.float64) * 2
+
+
+PROCESSINGS = [
+    SamplingParams(temperature=1.0),
+    SamplingParams(temperature=0.6),
+    SamplingParams(temperature=1.3, top_k=7),
+    SamplingParams(temperature=0.8, top_p=0.7),
+    SamplingParams(temperature=1.0, top_k=12, top_p=0.9),
+]
+
+
+@pytest.mark.parametrize("params", PROCESSINGS)
+@pytest.mark.parametrize("seed", range(5))
+def test_exact_output_of_the_residual_rule_is_the_processed_target_to_1e9(params, seed):
+    target, draft = random_logits(seed), random_logits(100 + seed)
+    p = process_logits(target, params)
+    q = process_logits(draft, params)  # draft processed consistently with the target
+    out = exact_output_distribution(accept_sampled, target, q, params)
+    assert abs(float(out.sum()) - 1) < 1e-9
+    assert float((out - p).abs().max()) < 1e-9
+
+
+def test_exact_output_of_the_biased_rule_is_min_p_q_plus_rejection_times_p():
+    target, draft = random_logits(1), random_logits(2)
+    p, q = process_logits(target, SAMPLED), process_logits(draft, SAMPLED)
+    out = exact_output_distribution(accept_sampled_biased, target, q, SAMPLED)
+    rejected = 1 - float(torch.minimum(p, q).sum())
+    torch.testing.assert_close(out, torch.minimum(p, q) + rejected * p, rtol=0, atol=1e-12)
+    assert abs(float(out.sum()) - 1) < 1e-9
+    assert float((out - p).abs().max()) > 1e-3  # and it is visibly not p
+
+
+def test_a_one_hot_draft_under_the_biased_rule_gets_p_times_two_minus_p():
+    q = one_hot_probs([D], V)[0]
+    out = exact_output_distribution(accept_sampled_biased, LOGITS, q, SAMPLED)
+    p = float(process_logits(LOGITS, SAMPLED)[D])
+    assert abs(float(out[D]) - p * (2 - p)) < 1e-12
+
+
+def test_a_draft_that_misreports_its_distribution_breaks_the_output():
+    target, draft = random_logits(3), random_logits(4)
+    p = process_logits(target, SAMPLED)
+    honest = process_logits(draft, SamplingParams(temperature=0.5))
+    reported = process_logits(draft, SAMPLED)  # the temperature-1 probabilities, not the ones used
+    same = exact_mismatched_distribution(p, honest, honest)
+    wrong = exact_mismatched_distribution(p, honest, reported)
+    assert float((same - p).abs().max()) < 1e-12
+    assert float((wrong - p).abs().max()) > 1e-3
+    assert abs(float(wrong.sum()) - 1) < 1e-12
+    # the library rule with drawn_from is the same enumeration
+    via_rule = exact_output_distribution(accept_sampled, target, reported, SAMPLED, honest)
+    torch.testing.assert_close(via_rule, wrong, rtol=0, atol=1e-15)
+
+
+def test_the_old_and_new_enumerations_agree():
+    p, q = process_logits(random_logits(5), SAMPLED), process_logits(random_logits(6), SAMPLED)
+    torch.testing.assert_close(
+        exact_first_token_distribution(p, q), exact_mismatched_distribution(p, q, q)
+    )
+
+
+def test_enumeration_refuses_what_it_cannot_enumerate():
+    q = one_hot_probs([D], V)[0]
+    with pytest.raises(ValueError, match="rule must be accept_sampled"):
+        exact_output_distribution(lambda *a: ([0], 0), LOGITS, q, SAMPLED)
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        exact_output_distribution(accept_sampled, LOGITS, q, SamplingParams(temperature=0))
+    with pytest.raises(ValueError, match="claimed must be > 0"):
+        p = process_logits(LOGITS, SAMPLED)
+        exact_mismatched_distribution(p, p, q)
+
+
+def test_the_residual_decomposition_adds_up_to_the_target():
+    p, q = process_logits(random_logits(7), SAMPLED), process_logits(random_logits(8), SAMPLED)
+    parts = residual_decomposition(p, q)
+    torch.testing.assert_close(parts.output, p, rtol=0, atol=1e-12)
+    assert abs(parts.rejected_mass - float(parts.shortfall.sum())) < 1e-12
+    torch.testing.assert_close(parts.accepted + parts.shortfall, p, rtol=0, atol=1e-12)
+
+
+def test_seeded_sampling_is_reproducible_and_counts_every_round():
+    q = one_hot_probs([D], V)[0]
+    a = sample_first_tokens(accept_sampled, LOGITS, q, SAMPLED, 300, seed=11)
+    b = sample_first_tokens(accept_sampled, LOGITS, q, SAMPLED, 300, seed=11)
+    c = sample_first_tokens(accept_sampled, LOGITS, q, SAMPLED, 300, seed=12)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert int(a.sum()) == 300 and a.shape == (V,)
+    tokens = first_tokens(accept_sampled, LOGITS, q, SAMPLED, 300, seed=11)
+    assert np.array_equal(np.bincount(tokens, minlength=V), a.numpy())
+
+
+def test_sampling_uses_the_distribution_the_proposal_was_drawn_from():
+    q = process_logits(LOGITS.flip(0), SAMPLED)
+    counts = sample_first_tokens(accept_sampled, LOGITS, q, SAMPLED, 2000, seed=3)
+    assert distribution_test(counts, process_logits(LOGITS, SAMPLED)).passed
+
+
+def test_standard_error_and_z_score():
+    assert standard_error(0.5, 100) == pytest.approx(0.05)
+    assert z_score(60, 100, 0.5) == pytest.approx(2.0)
+    assert expected_z(0.5, 0.6, 100) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="p must lie"):
+        standard_error(1.5, 10)
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        standard_error(0.5, 0)
+    with pytest.raises(ValueError, match="strictly inside"):
+        z_score(3, 10, 0.0)
+
+
+def test_chi_square_matches_scipy_when_no_bin_is_pooled():
+    probs = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
+    counts = torch.tensor([12, 18, 33, 37])
+    ours = chi_square(counts, probs)
+    ref = chisquare(counts.numpy(), probs.numpy() * 100)
+    assert ours.statistic == pytest.approx(ref.statistic)
+    assert ours.p_value == pytest.approx(ref.pvalue)
+    assert (ours.dof, ours.n_bins, ours.n) == (3, 4, 100)
+
+
+def test_chi_square_pools_sparse_bins_and_rejects_impossible_tokens():
+    probs = torch.tensor([0.5, 0.47, 0.01, 0.01, 0.01, 0.0], dtype=torch.float64)
+    bins = pooled_bins(probs, 100)
+    assert bins.tolist() == [0, 1, 1, 1, 1, -1]  # 3 expected in the pool: merged into bin 1
+    assert pooled_bins(probs, 300).tolist() == [0, 1, 2, 2, 2, -1]  # 9 expected: own bin
+    assert pooled_bins(probs, 1000).tolist() == [0, 1, 2, 3, 4, -1]
+    impossible = chi_square(torch.tensor([50, 47, 1, 1, 0, 1]), probs)
+    assert impossible.statistic == math.inf and impossible.p_value == 0.0
+
+
+def test_the_distribution_test_passes_the_correct_rule_and_fails_the_biased_one():
+    q = one_hot_probs([D], V)[0]
+    p = process_logits(LOGITS, SAMPLED)
+    good = sample_first_tokens(accept_sampled, LOGITS, q, SAMPLED, 1500, seed=100)
+    bad = sample_first_tokens(accept_sampled_biased, LOGITS, q, SAMPLED, 1500, seed=100)
+    assert distribution_test(good, p).passed
+    result = distribution_test(bad, p)
+    assert not result.passed and result.chi_square.p_value < 1e-20
+
+
+def test_error_rates_over_seeds_are_low_where_the_test_has_power():
+    q = one_hot_probs([D], V)[0]
+    rates = error_rates(LOGITS, q, SAMPLED, n_samples=300, seeds=range(100, 120))
+    assert (rates.n_seeds, rates.n_samples) == (20, 300)
+    assert rates.false_alarm_rate == 0.0
+    assert rates.miss_rate == 0.0
+    assert len(rates.p_values_correct) == len(rates.p_values_biased) == 20
+
+
+def test_prefixes_of_one_run_give_a_power_curve_that_grows_with_samples():
+    q = one_hot_probs([D], V)[0]
+    runs = run_distribution_tests(accept_sampled_biased, LOGITS, q, SAMPLED, [20, 400], range(10))
+    assert set(runs) == {20, 400}
+    caught = {n: sum(not t.passed for t in tests) for n, tests in runs.items()}
+    assert caught[20] < caught[400] == 10
+
+
+def test_chi_square_power_is_alpha_under_the_null_and_grows_with_n():
+    p = process_logits(LOGITS, SAMPLED)
+    biased = exact_output_distribution(
+        accept_sampled_biased, LOGITS, one_hot_probs([D], V)[0], SAMPLED
+    )
+    assert chi_square_power(p, p, 1000, alpha=0.01) == pytest.approx(0.01)
+    powers = [chi_square_power(p, biased, n) for n in (20, 100, 400)]
+    assert powers == sorted(powers) and powers[-1] > 0.999
