@@ -274,21 +274,30 @@ class ChiSquareResult:
 
 
 def pooled_bins(probs: torch.Tensor, n: int, min_expected: float = MIN_EXPECTED) -> np.ndarray:
-    """Bin index per token: tokens expected fewer than ``min_expected`` times share one bin.
+    """Bin index per token, so that every bin is expected at least ``min_expected`` times.
 
-    Tokens with probability 0 get bin -1 (they must never be observed). If the
-    pooled bin is itself too small it is merged into the smallest regular bin.
+    Tokens expected that often keep a bin of their own. The rest, taken from the
+    most to the least likely, fill shared bins one after another until each holds
+    ``min_expected``; a last bin left short joins the one before it. Tokens with
+    probability 0 get bin -1: they must never be observed. The bins depend only on
+    ``probs`` and ``n``, never on the counts, so pooling cannot bias the test.
     """
     e = np.asarray(torch.as_tensor(probs, dtype=torch.float64)) * n
     bins = np.full(e.shape, -1, dtype=np.int64)
-    big = np.flatnonzero(e >= min_expected)
-    small = np.flatnonzero((e > 0) & (e < min_expected))
-    bins[big] = np.arange(big.size)
-    if small.size:
-        if e[small].sum() >= min_expected or big.size == 0:
-            bins[small] = big.size
-        else:
-            bins[small] = bins[big[np.argmin(e[big])]]
+    order = np.argsort(-e, kind="stable")
+    order = order[e[order] > 0]
+    next_bin, filling = 0, 0.0
+    for token in order:
+        if e[token] >= min_expected:
+            bins[token] = next_bin
+            next_bin += 1
+            continue
+        bins[token] = next_bin
+        filling += e[token]
+        if filling >= min_expected:
+            next_bin, filling = next_bin + 1, 0.0
+    if 0 < filling and next_bin > 0:  # a short last bin joins the previous one
+        bins[bins == next_bin] = next_bin - 1
     return bins
 
 

@@ -158,9 +158,11 @@ def test_chi_square_matches_scipy_when_no_bin_is_pooled():
 def test_chi_square_pools_sparse_bins_and_rejects_impossible_tokens():
     probs = torch.tensor([0.5, 0.47, 0.01, 0.01, 0.01, 0.0], dtype=torch.float64)
     bins = pooled_bins(probs, 100)
-    assert bins.tolist() == [0, 1, 1, 1, 1, -1]  # 3 expected in the pool: merged into bin 1
+    assert bins.tolist() == [0, 1, 1, 1, 1, -1]  # 3 expected in the pool: joins bin 1
     assert pooled_bins(probs, 300).tolist() == [0, 1, 2, 2, 2, -1]  # 9 expected: own bin
     assert pooled_bins(probs, 1000).tolist() == [0, 1, 2, 3, 4, -1]
+    uniform = torch.full((40,), 1 / 40, dtype=torch.float64)
+    assert np.bincount(pooled_bins(uniform, 100)).tolist() == [2] * 20  # 2.5 expected each: pairs
     impossible = chi_square(torch.tensor([50, 47, 1, 1, 0, 1]), probs)
     assert impossible.statistic == math.inf and impossible.p_value == 0.0
 
