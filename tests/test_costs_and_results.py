@@ -1,0 +1,97 @@
+import json
+
+import pytest
+
+from specdec_lib import ModelConfig, NgramDrafter, SamplingParams, SpeculationStats, TinyGPT
+from specdec_lib.costs import (
+    cost_per_token,
+    decode_step_timing,
+    interleaved_medians,
+    kv_cache_bytes_per_token,
+    proposal_timing,
+    stats_cost_per_token,
+    weight_bytes,
+)
+from specdec_lib.results import load_result, raw_url
+
+SMALL = ModelConfig(block_size=64, n_layer=1, n_head=2, n_embd=16)
+
+
+def test_weight_bytes_counts_the_tied_embedding_once():
+    model = TinyGPT(SMALL)
+    assert weight_bytes(model) == 4 * model.num_parameters()
+
+
+def test_kv_cache_holds_a_key_and_a_value_per_layer_per_token():
+    assert kv_cache_bytes_per_token(SMALL) == 2 * 1 * 16 * 4
+
+
+def test_plain_decoding_costs_exactly_one_target_pass_per_token():
+    assert cost_per_token(target_passes=10, draft_passes=0, emitted=10, c=0.3) == 1.0
+
+
+def test_draft_passes_are_charged_at_c_and_rounds_at_o():
+    assert cost_per_token(4, 12, 16, c=0.5, rounds=4, o=0.25) == pytest.approx((4 + 6 + 1) / 16)
+
+
+def test_cost_per_token_rejects_nothing_emitted_and_negative_costs():
+    with pytest.raises(ValueError, match="emitted"):
+        cost_per_token(1, 0, 0, c=0.1)
+    with pytest.raises(ValueError, match="c and o"):
+        cost_per_token(1, 0, 1, c=-0.1)
+
+
+def test_stats_cost_per_token_uses_the_pooled_counts():
+    stats = SpeculationStats()
+    stats.record([1, 2, 3], 3, [1, 2, 3, 4], draft_passes=3)
+    stats.record([5, 6, 7], 0, [9], draft_passes=3)
+    assert stats_cost_per_token(stats, c=0.5) == pytest.approx((2 + 0.5 * 6) / 5)
+
+
+def test_decode_step_timing_restores_the_context_length_and_validates_it():
+    model = TinyGPT(SMALL).eval()
+    timing = decode_step_timing(model, context_len=10, repeats=3, warmup=1)
+    assert timing.repeats == 3 and 0 < timing.low <= timing.median <= timing.high
+    with pytest.raises(ValueError, match="context_len"):
+        decode_step_timing(model, context_len=64)
+
+
+def test_proposal_timing_times_the_drafter():
+    timing = proposal_timing(NgramDrafter(), [1, 2, 3, 1, 2], 4, SamplingParams(), repeats=2)
+    assert timing.repeats == 2 and timing.median > 0
+
+
+def test_interleaved_medians_takes_the_median_of_each_functions_medians():
+    from specdec_lib.bench import Timing
+
+    values = iter([3.0, 10.0, 1.0, 30.0, 2.0, 20.0])
+    fns = {
+        "a": lambda: Timing(next(values), 0, 0, 1),
+        "b": lambda: Timing(next(values), 0, 0, 1),
+    }
+    assert interleaved_medians(fns, rounds=3) == {"a": 2.0, "b": 20.0}
+
+
+def test_raw_url_points_at_the_installed_commit_of_a_github_install():
+    direct = {"url": "https://github.com/o/r.git", "vcs_info": {"vcs": "git", "commit_id": "abc"}}
+    assert (
+        raw_url(direct, "x")
+        == "https://raw.githubusercontent.com/o/r/abc/benchmarks/results/x.json"
+    )
+    assert raw_url({"url": "file:///somewhere"}, "x") is None
+    assert raw_url({}, "x") is None
+
+
+def test_load_result_finds_the_file_from_a_folder_inside_the_repository(tmp_path, monkeypatch):
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    (results / "unit_test_result.json").write_text(json.dumps({"rows": [1]}))
+    (tmp_path / "chapters").mkdir()
+    monkeypatch.chdir(tmp_path / "chapters")
+    assert load_result("unit_test_result") == {"rows": [1]}
+
+
+def test_load_result_says_which_file_is_missing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no_such_result.json"):
+        load_result("no_such_result")
