@@ -1,0 +1,93 @@
+"""The n-gram match highlighter and the forward-pass cost measurements."""
+
+from __future__ import annotations
+
+import pytest
+
+from specdec_lib import NgramDrafter, Tokenizer
+from specdec_lib.ngram_view import highlight_match, ngram_explorer
+from specdec_lib.pass_cost import parameter_bytes, time_batched_decoding, time_passes
+
+# --- ngram_view ----------------------------------------------------------------------------
+
+
+def test_highlight_marks_the_suffix_its_latest_earlier_match_and_what_followed():
+    view = highlight_match("the cat sat. the dog sat. the c", k=3, max_n=8, min_n=3)
+    tok = Tokenizer()
+    text = tok.decode(view.context)
+    assert view.match == (0, 5)  # " the c" is not earlier; "the c" (5 tokens) is, at 0
+    assert tok.decode(view.proposal) == "at "
+    spans = {
+        role: "".join(c for c, r in zip(text, view.roles(), strict=True) if r == role)
+        for role in ("suffix", "match", "proposal")
+    }
+    assert spans == {"suffix": "the c", "match": "the c", "proposal": "at "}
+
+
+def test_highlight_agrees_with_the_drafter_on_every_cut_of_a_text():
+    ids = Tokenizer().encode("abcab abcabc xyz abcabcab abc")
+    for cut in range(1, len(ids) + 1):
+        for k in (0, 1, 4):
+            view = highlight_match(ids[:cut], k=k, max_n=4, min_n=2)
+            assert view.proposal == NgramDrafter(max_n=4, min_n=2).propose(ids[:cut], k).tokens
+
+
+def test_no_match_means_no_proposal_and_no_highlight():
+    view = highlight_match("abcdefgh", k=4)
+    assert view.match is None and view.proposal == []
+    assert set(view.roles()) == {None}
+    assert "nothing is proposed" in view.summary()
+    assert "nothing is proposed" in view._repr_html_()
+
+
+def test_overlapping_spans_give_the_suffix_priority():
+    view = highlight_match("abababab", k=4, max_n=3, min_n=3)
+    roles = view.roles()
+    assert roles[-3:] == ["suffix"] * 3
+    assert view.proposal  # periodic text always has something to copy
+
+
+def test_html_escapes_the_text_and_the_text_form_brackets_each_span():
+    view = highlight_match("<b> & <b> & <", k=2, max_n=4, min_n=3)
+    page = view._repr_html_()
+    assert "<b> &" not in page and "&lt;b&gt;" in page
+    text = repr(view)
+    assert "[" in text and "{" in text and "<" in text
+
+
+def test_the_explorer_redraws_when_a_slider_moves():
+    pytest.importorskip("ipywidgets")
+    panel = ngram_explorer({"a": "xyz abc xyz abc xyz", "b": "no repeats here"}, k=2)
+    html_out = panel.children[-1]
+    seen = panel.children[1]
+    before = html_out.value
+    seen.value = 10
+    assert html_out.value != before
+    panel.children[0].value = "b"
+    assert "nothing is proposed" in html_out.value
+
+
+# --- pass_cost -----------------------------------------------------------------------------
+
+
+def test_parameter_bytes_counts_the_tied_embedding_once(untrained_target):
+    assert parameter_bytes(untrained_target) == 4 * untrained_target.num_parameters()
+
+
+def test_time_passes_reports_a_median_within_its_range_for_each_size(untrained_target):
+    timings = time_passes(untrained_target, [1, 4], context_len=16, repeats=3, warmup=1)
+    assert set(timings) == {1, 4}
+    for t in timings.values():
+        assert 0 < t.low <= t.median <= t.high and t.repeats == 3
+
+
+def test_time_passes_rejects_a_pass_that_overflows_the_context_window(untrained_target):
+    with pytest.raises(ValueError, match="block_size"):
+        time_passes(untrained_target, [64], context_len=untrained_target.config.block_size)
+    with pytest.raises(ValueError, match="positions"):
+        time_passes(untrained_target, [0])
+
+
+def test_time_batched_decoding_times_every_batch_size(untrained_target):
+    timings = time_batched_decoding(untrained_target, [1, 2, 3], [1, 2], n_tokens=2, repeats=1)
+    assert set(timings) == {1, 2} and all(t.median > 0 for t in timings.values())
