@@ -11,7 +11,10 @@
 //   - any <img> that does not display (not loaded, or naturalWidth 0);
 //   - math that did not render: a math element without MathJax output, a
 //     MathJax error, or raw TeX delimiters left in the text;
-//   - saved widget state that did not render into widgets.
+//   - saved widget state that did not render into widgets;
+//   - any link to a page or file of the site that does not exist;
+//   - a chapter notebook page without its Binder, Colab, Thebe, download,
+//     repository and issues buttons.
 // Saves screenshots of the landing page and of the first chapter, in the
 // light and the dark theme, under _build/screenshots/.
 
@@ -151,8 +154,13 @@ async function inspectPage() {
     if (widgets === 0) problems.push(`${widgetViews.length} saved widget(s) did not render`);
   }
 
+  const links = [...document.querySelectorAll("a[href]")]
+    .map((a) => a.href)
+    .filter((href) => href.startsWith(location.origin));
+
   return {
     problems,
+    links,
     images: document.querySelectorAll("img").length,
     maths: rendered,
     widgets: widgetViews.length,
@@ -221,6 +229,27 @@ async function main() {
       const result = await page.evaluate(inspectPage);
       await page.waitForLoadState("networkidle", { timeout: 15000 }).catch(() => {});
       problems.push(...result.problems);
+      for (const href of new Set(result.links)) {
+        const path = decodeURIComponent(new URL(href).pathname);
+        let file = resolve(root, "." + path);
+        if (statSync(file, { throwIfNoEntry: false })?.isDirectory()) file = join(file, "index.html");
+        if (!statSync(file, { throwIfNoEntry: false })?.isFile()) {
+          problems.push(`link to a missing page or file: ${path}`);
+        }
+      }
+      if (/_sources\/[^"]+\.ipynb"/.test(html)) {
+        // A chapter notebook: its launch and download buttons must be there.
+        for (const [what, pattern] of [
+          ["Binder launch button", /href="https:\/\/mybinder\.org\/v2\/gh\//],
+          ["Colab launch button", /href="https:\/\/colab\.research\.google\.com\/github\//],
+          ["Thebe (live code) button", /btn-launch-thebe/],
+          ["notebook download button", /href="[^"]*_sources\/[^"]+\.ipynb"/],
+          ["repository button", /class="[^"]*fa-github/],
+          ["issues button", /\/issues\/new\?/],
+        ]) {
+          if (!pattern.test(html)) problems.push(`missing ${what}`);
+        }
+      }
       totals.pages += 1;
       totals.images += result.images;
       totals.maths += result.maths;

@@ -51,12 +51,17 @@ _STYLE = {
         f"background:#f5e1ee;border-bottom:3px double {COLORS['highlight']};"
         "text-decoration:underline;font-weight:bold;"
     ),
+    "plain": (
+        f"background:#e9e9e9;border-bottom:3px dotted {COLORS['baseline']};"
+        "text-decoration:underline;"
+    ),
 }
 _LABEL = {
     "accepted": "accepted draft",
     "rejected": "rejected draft",
     "correction": "target's correction",
     "bonus": "target's bonus token",
+    "plain": "target's token, nothing drafted",
 }
 _CARD = (
     "background:#ffffff;color:#1a1a1a;border:1px solid #c8c8c8;border-radius:6px;"
@@ -78,7 +83,7 @@ class RoundView:
     accepted: list[int]
     rejected: list[int]
     target_token: list[int]  # zero or one token: empty only if max_tokens cut the round short
-    kind: str  # "correction" or "bonus"
+    kind: str  # "correction", "bonus" (all drafts accepted) or "plain" (nothing drafted)
     n_proposed: int
 
 
@@ -90,7 +95,12 @@ def _split(index: int, record: _Round) -> RoundView:
         raise ValueError(f"round {index}: n_accepted={n_acc} outside [0, {len(proposed)}]")
     if emitted[:n_acc] != proposed[: len(emitted[:n_acc])]:
         raise ValueError(f"round {index}: emitted tokens do not start with the accepted drafts")
-    kind = "bonus" if n_acc == len(proposed) else "correction"
+    if not proposed:
+        kind = "plain"
+    elif n_acc == len(proposed):
+        kind = "bonus"
+    else:
+        kind = "correction"
     return RoundView(
         index=index,
         accepted=emitted[:n_acc],
@@ -185,7 +195,7 @@ class RoundsView:
 
     def __repr__(self) -> str:
         lines = [
-            "key: [accepted] ~rejected~ <correction> <+bonus>",
+            "key: [accepted] ~rejected~ <correction> <+bonus> <=target's token, nothing drafted>",
         ]
         for r in self._shown():
             text = ""
@@ -194,7 +204,7 @@ class RoundsView:
             if r.rejected:
                 text += f"~{_visible(self.tokenizer.decode(r.rejected))}~"
             if r.target_token:
-                mark = "+" if r.kind == "bonus" else ""
+                mark = {"bonus": "+", "plain": "="}.get(r.kind, "")
                 text += f"<{mark}{_visible(self.tokenizer.decode(r.target_token))}>"
             lines.append(
                 f"round {r.index:>3}: drafted {r.n_proposed}, accepted {len(r.accepted)}  {text}"

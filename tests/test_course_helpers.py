@@ -128,6 +128,13 @@ def test_a_round_cut_short_by_max_tokens_has_no_target_token():
     assert only.target_token == [] and only.rejected == tok.encode("cd")
 
 
+def test_a_round_with_nothing_drafted_shows_the_targets_own_token():
+    tok = Tokenizer()
+    (only,) = render_rounds([rec(tok, "", 0, "x")], tok).rounds
+    assert (only.kind, only.target_token, only.accepted) == ("plain", tok.encode("x"), [])
+    assert "<=x>" in repr(render_rounds([rec(tok, "", 0, "x")], tok))
+
+
 def test_rounds_display_escapes_html_in_tokens():
     tok = Tokenizer()
     html = render_rounds([rec(tok, "<b>", 3, "<b>&")], tok)._repr_html_()
