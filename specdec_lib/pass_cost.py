@@ -18,6 +18,11 @@ Why the measurement is shaped this way:
 * **Warm-up calls are not timed; the median is reported**, with the lowest
   and highest time as the spread.
 
+:func:`fit_pass_cost` summarises such a curve as a straight line, a fixed cost
+per pass plus a cost per position, fitted robustly (Theil-Sen: the median of
+the slopes between every pair of points), so one measurement spoiled by a
+burst of load from another process cannot bend it.
+
 :func:`parameter_bytes` is the other half of the argument: the bytes of
 weights a batch-one decode step has to read to produce its single token.
 :func:`time_batched_decoding` times plain batched decoding, the regime where
@@ -29,7 +34,8 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -38,7 +44,13 @@ from .bench import Timing, time_median
 from .model import TinyGPT
 from .sampling import SamplingParams
 
-__all__ = ["parameter_bytes", "time_batched_decoding", "time_passes"]
+__all__ = [
+    "PassCostFit",
+    "fit_pass_cost",
+    "parameter_bytes",
+    "time_batched_decoding",
+    "time_passes",
+]
 
 
 def parameter_bytes(model: TinyGPT) -> int:
@@ -94,6 +106,34 @@ def time_passes(
             if rep >= warmup:
                 times[t].append(elapsed)
     return {t: Timing(statistics.median(ts), min(ts), max(ts), len(ts)) for t, ts in times.items()}
+
+
+@dataclass(frozen=True)
+class PassCostFit:
+    """Time of a pass over T new positions modelled as ``fixed + per_position * T`` (seconds)."""
+
+    fixed: float
+    per_position: float
+
+    def predict(self, positions: int) -> float:
+        return self.fixed + self.per_position * positions
+
+    def ratio(self, positions: int) -> float:
+        """Predicted cost of a pass over ``positions`` relative to a pass over one."""
+        return self.predict(positions) / self.predict(1)
+
+
+def fit_pass_cost(timings: Mapping[int, Timing]) -> PassCostFit:
+    """Theil-Sen line through the medians of :func:`time_passes`: robust to a few bad points."""
+    points = sorted((t, tm.median) for t, tm in timings.items())
+    if len(points) < 2:
+        raise ValueError(f"timings must hold at least 2 values of T, got {len(points)}")
+    slopes = [
+        (y2 - y1) / (t2 - t1) for i, (t1, y1) in enumerate(points) for t2, y2 in points[i + 1 :]
+    ]
+    slope = statistics.median(slopes)
+    fixed = statistics.median(y - slope * t for t, y in points)
+    return PassCostFit(fixed=fixed, per_position=slope)
 
 
 def time_batched_decoding(

@@ -5,8 +5,14 @@ from __future__ import annotations
 import pytest
 
 from specdec_lib import NgramDrafter, Tokenizer
+from specdec_lib.bench import Timing
 from specdec_lib.ngram_view import highlight_match, ngram_explorer
-from specdec_lib.pass_cost import parameter_bytes, time_batched_decoding, time_passes
+from specdec_lib.pass_cost import (
+    fit_pass_cost,
+    parameter_bytes,
+    time_batched_decoding,
+    time_passes,
+)
 
 # --- ngram_view ----------------------------------------------------------------------------
 
@@ -91,3 +97,16 @@ def test_time_passes_rejects_a_pass_that_overflows_the_context_window(untrained_
 def test_time_batched_decoding_times_every_batch_size(untrained_target):
     timings = time_batched_decoding(untrained_target, [1, 2, 3], [1, 2], n_tokens=2, repeats=1)
     assert set(timings) == {1, 2} and all(t.median > 0 for t in timings.values())
+
+
+def test_the_pass_cost_fit_recovers_a_line_and_ignores_one_spoiled_point():
+    line = {t: 1.0 + 0.1 * t for t in (1, 2, 4, 8, 16, 32, 64)}
+    line[4] = 9.0  # a burst of load from another process
+    fit = fit_pass_cost({t: Timing(y, y, y, 1) for t, y in line.items()})
+    assert abs(fit.fixed - 1.0) < 1e-9 and abs(fit.per_position - 0.1) < 1e-9
+    assert abs(fit.ratio(5) - 1.5 / 1.1) < 1e-9
+
+
+def test_the_pass_cost_fit_needs_two_points():
+    with pytest.raises(ValueError, match="at least 2"):
+        fit_pass_cost({1: Timing(1.0, 1.0, 1.0, 1)})
