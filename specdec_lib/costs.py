@@ -20,7 +20,10 @@ a fifth of the parameters is not five times faster.
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -46,14 +49,11 @@ def _context(length: int, vocab_size: int, seed: int) -> torch.Tensor:
     return torch.randint(0, vocab_size, (1, length), generator=gen)
 
 
-@torch.inference_mode()
-def decode_step_timing(
-    model: TinyGPT, context_len: int, repeats: int = 30, warmup: int = 5, seed: int = 0
-) -> Timing:
-    """Wall-clock time of one cached decode step (one new token) after ``context_len`` tokens.
+def decode_step(model: TinyGPT, context_len: int, seed: int = 0) -> Callable[[], torch.Tensor]:
+    """A function that runs one cached decode step (one new token) after ``context_len`` tokens.
 
-    The cache is filled once; each timed step appends one token and is then
-    rolled back, so every repeat sees the same context length.
+    The cache is filled once, here; each call appends one token and rolls it
+    back, so every call sees the same context length.
     """
     if not 1 <= context_len < model.config.block_size:
         raise ValueError(
@@ -61,43 +61,89 @@ def decode_step_timing(
         )
     ids = _context(context_len + 1, model.config.vocab_size, seed)
     cache = model.new_cache(1)
-    model(ids[:, :context_len], cache)
+    with torch.inference_mode():
+        model(ids[:, :context_len], cache)
     step = ids[:, context_len:]
 
-    def one_step() -> None:
-        model(step, cache)
+    @torch.inference_mode()
+    def one_step() -> torch.Tensor:
+        logits = model(step, cache)
         cache.crop(context_len)
+        return logits
 
-    return time_median(one_step, repeats=repeats, warmup=warmup)
+    return one_step
 
 
-def proposal_timing(
-    drafter: Drafter,
-    context: Sequence[int],
-    k: int,
-    params: SamplingParams,
-    repeats: int = 30,
-    warmup: int = 5,
+def decode_step_timing(
+    model: TinyGPT, context_len: int, repeats: int = 30, warmup: int = 5, seed: int = 0
 ) -> Timing:
-    """Wall-clock time of one ``drafter.propose(context, k, params)`` call."""
+    """Wall-clock time of one cached decode step after ``context_len`` tokens (median)."""
+    return time_median(decode_step(model, context_len, seed), repeats=repeats, warmup=warmup)
+
+
+def proposal_call(
+    drafter: Drafter, context: Sequence[int], k: int, params: SamplingParams
+) -> Callable[[], None]:
+    """A function that runs one ``drafter.propose(context, k, params)`` call."""
     ctx = list(context)
-    return time_median(lambda: drafter.propose(ctx, k, params), repeats=repeats, warmup=warmup)
+
+    def one_call() -> None:
+        drafter.propose(ctx, k, params)
+
+    return one_call
 
 
-def interleaved_medians(fns: dict[str, Callable[[], Timing]], rounds: int = 3) -> dict[str, float]:
-    """Median over ``rounds`` of each timing function's median, the functions taking turns.
+@dataclass(frozen=True)
+class Ratio:
+    """Median and quartiles of per-pair time ratios, with each side's median time (seconds)."""
 
-    On a shared machine the load changes while you measure. Taking turns
-    exposes every measurement to the same spells of contention, so their
-    *ratio* is steadier than either number alone.
+    median: float
+    low: float  # 25th percentile
+    high: float  # 75th percentile
+    repeats: int
+    numerator: float
+    denominator: float
+
+
+def time_ratio(
+    numerator: Callable[[], object],
+    denominator: Callable[[], object],
+    repeats: int = 60,
+    warmup: int = 5,
+) -> Ratio:
+    """Median of time(numerator) / time(denominator) over back-to-back pairs.
+
+    On a shared machine the load changes while you measure, by far more than the
+    difference you are after. Each pair runs the two functions one right after
+    the other, so both see the same load, and the median over pairs discards the
+    pairs that a burst of contention split.
     """
-    if rounds < 1:
-        raise ValueError(f"rounds must be >= 1, got {rounds}")
-    seen: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            seen[name].append(fn().median)
-    return {name: sorted(v)[len(v) // 2] for name, v in seen.items()}
+    if repeats < 2:
+        raise ValueError(f"repeats must be >= 2, got {repeats}")
+    for _ in range(warmup):
+        numerator()
+        denominator()
+    ratios, tops, bottoms = [], [], []
+    for i in range(repeats):
+        # Alternate which side runs first, so neither always follows the other.
+        t0 = time.perf_counter()
+        (numerator if i % 2 == 0 else denominator)()
+        t1 = time.perf_counter()
+        (denominator if i % 2 == 0 else numerator)()
+        t2 = time.perf_counter()
+        top, bottom = (t1 - t0, t2 - t1) if i % 2 == 0 else (t2 - t1, t1 - t0)
+        ratios.append(top / bottom)
+        tops.append(top)
+        bottoms.append(bottom)
+    q1, _, q3 = statistics.quantiles(ratios, n=4)
+    return Ratio(
+        statistics.median(ratios),
+        q1,
+        q3,
+        repeats,
+        statistics.median(tops),
+        statistics.median(bottoms),
+    )
 
 
 def cost_per_token(

@@ -1,15 +1,17 @@
 import json
 
 import pytest
+import torch
 
 from specdec_lib import ModelConfig, NgramDrafter, SamplingParams, SpeculationStats, TinyGPT
 from specdec_lib.costs import (
     cost_per_token,
+    decode_step,
     decode_step_timing,
-    interleaved_medians,
     kv_cache_bytes_per_token,
-    proposal_timing,
+    proposal_call,
     stats_cost_per_token,
+    time_ratio,
     weight_bytes,
 )
 from specdec_lib.results import load_result, raw_url
@@ -56,20 +58,35 @@ def test_decode_step_timing_restores_the_context_length_and_validates_it():
         decode_step_timing(model, context_len=64)
 
 
-def test_proposal_timing_times_the_drafter():
-    timing = proposal_timing(NgramDrafter(), [1, 2, 3, 1, 2], 4, SamplingParams(), repeats=2)
-    assert timing.repeats == 2 and timing.median > 0
+def test_every_decode_step_sees_the_same_context_length():
+    model = TinyGPT(SMALL).eval()
+    step = decode_step(model, context_len=10)
+    first, second = step(), step()
+    assert torch.equal(first, second)  # same token at the same position: rolled back each time
 
 
-def test_interleaved_medians_takes_the_median_of_each_functions_medians():
-    from specdec_lib.bench import Timing
+def test_proposal_call_runs_the_drafter():
+    calls = []
 
-    values = iter([3.0, 10.0, 1.0, 30.0, 2.0, 20.0])
-    fns = {
-        "a": lambda: Timing(next(values), 0, 0, 1),
-        "b": lambda: Timing(next(values), 0, 0, 1),
-    }
-    assert interleaved_medians(fns, rounds=3) == {"a": 2.0, "b": 20.0}
+    class Recorder:
+        name = "recorder"
+
+        def propose(self, context, k, params, generator=None):
+            calls.append((list(context), k))
+
+    proposal_call(Recorder(), [1, 2, 3], 4, SamplingParams())()
+    assert calls == [([1, 2, 3], 4)]
+    proposal_call(NgramDrafter(), [1, 2, 3, 1, 2], 4, SamplingParams())()
+
+
+def test_time_ratio_of_a_slow_and_a_fast_function_is_large_and_ordered():
+    import time
+
+    ratio = time_ratio(lambda: time.sleep(0.004), lambda: time.sleep(0.001), repeats=8, warmup=1)
+    assert ratio.low <= ratio.median <= ratio.high
+    assert ratio.median > 1.5 and ratio.numerator > ratio.denominator
+    with pytest.raises(ValueError, match="repeats"):
+        time_ratio(lambda: None, lambda: None, repeats=1)
 
 
 def test_raw_url_points_at_the_installed_commit_of_a_github_install():
