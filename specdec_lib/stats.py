@@ -369,6 +369,7 @@ class DistributionTest:
     passed: bool
     alpha: float
     chi_square: ChiSquareResult
+    counts: torch.Tensor  # (V,) the tested counts, for z-scores of single tokens
 
 
 def distribution_test(
@@ -378,7 +379,7 @@ def distribution_test(
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
     result = chi_square(counts, target_probs)
-    return DistributionTest(result.p_value >= alpha, alpha, result)
+    return DistributionTest(result.p_value >= alpha, alpha, result, torch.as_tensor(counts))
 
 
 @dataclass(frozen=True)
@@ -387,7 +388,8 @@ class ErrorRates:
 
     ``false_alarm_rate``: fraction of seeds where the correct rule *failed*.
     ``miss_rate``: fraction of seeds where the biased rule *passed*.
-    ``p_values_correct`` / ``p_values_biased``: one chi-square p-value per seed.
+    ``p_values_correct`` / ``p_values_biased``: one chi-square p-value per seed;
+    ``tests_correct`` / ``tests_biased``: the full result per seed, counts included.
     """
 
     n_seeds: int
@@ -397,6 +399,8 @@ class ErrorRates:
     miss_rate: float
     p_values_correct: list[float]
     p_values_biased: list[float]
+    tests_correct: list[DistributionTest]
+    tests_biased: list[DistributionTest]
 
 
 def run_distribution_tests(
@@ -457,4 +461,6 @@ def error_rates(
         miss_rate=sum(t.passed for t in bad) / len(seeds),
         p_values_correct=[t.chi_square.p_value for t in good],
         p_values_biased=[t.chi_square.p_value for t in bad],
+        tests_correct=good,
+        tests_biased=bad,
     )

@@ -184,6 +184,7 @@ def test_error_rates_over_seeds_are_low_where_the_test_has_power():
     assert rates.false_alarm_rate == 0.0
     assert rates.miss_rate == 0.0
     assert len(rates.p_values_correct) == len(rates.p_values_biased) == 20
+    assert all(int(t.counts.sum()) == 300 for t in rates.tests_correct + rates.tests_biased)
 
 
 def test_prefixes_of_one_run_give_a_power_curve_that_grows_with_samples():
