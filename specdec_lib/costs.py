@@ -95,54 +95,65 @@ def proposal_call(
 
 @dataclass(frozen=True)
 class Ratio:
-    """Median and quartiles of per-pair time ratios, with each side's median time (seconds)."""
+    """time(numerator) / time(denominator), from interleaved repeats.
 
-    median: float
-    low: float  # 25th percentile
-    high: float  # 75th percentile
-    repeats: int
+    ``ratio`` divides the ``quantile`` times of the two sides (the fast runs);
+    ``median_ratio`` divides their medians. Times are in seconds.
+    """
+
+    ratio: float
+    median_ratio: float
+    quantile: float
     numerator: float
     denominator: float
+    repeats: int
 
 
 def time_ratio(
     numerator: Callable[[], object],
     denominator: Callable[[], object],
-    repeats: int = 60,
+    repeats: int = 100,
     warmup: int = 5,
+    quantile: float = 0.1,
 ) -> Ratio:
-    """Median of time(numerator) / time(denominator) over back-to-back pairs.
+    """How long ``numerator`` takes relative to ``denominator``, robust to a busy machine.
 
-    On a shared machine the load changes while you measure, by far more than the
-    difference you are after. Each pair runs the two functions one right after
-    the other, so both see the same load, and the median over pairs discards the
-    pairs that a burst of contention split.
+    The two run back to back, alternating which goes first, so both see the
+    same conditions. The ratio is taken between their fast runs (the
+    ``quantile``, 10% by default), not their medians: when other processes
+    compete for the cores, the scheduler interrupts a longer operation more
+    often than a shorter one, so the medians measure the machine's load as much
+    as the code, and their ratio is biased towards the shorter side. On an idle
+    machine the two ratios agree; ``median_ratio`` is returned for comparison.
     """
-    if repeats < 2:
-        raise ValueError(f"repeats must be >= 2, got {repeats}")
+    if repeats < 10:
+        raise ValueError(f"repeats must be >= 10, got {repeats}")
+    if not 0 < quantile <= 0.5:
+        raise ValueError(f"quantile must lie in (0, 0.5], got {quantile}")
     for _ in range(warmup):
         numerator()
         denominator()
-    ratios, tops, bottoms = [], [], []
+    tops, bottoms = [], []
     for i in range(repeats):
-        # Alternate which side runs first, so neither always follows the other.
+        pair = (numerator, denominator) if i % 2 == 0 else (denominator, numerator)
         t0 = time.perf_counter()
-        (numerator if i % 2 == 0 else denominator)()
+        pair[0]()
         t1 = time.perf_counter()
-        (denominator if i % 2 == 0 else numerator)()
+        pair[1]()
         t2 = time.perf_counter()
         top, bottom = (t1 - t0, t2 - t1) if i % 2 == 0 else (t2 - t1, t1 - t0)
-        ratios.append(top / bottom)
         tops.append(top)
         bottoms.append(bottom)
-    q1, _, q3 = statistics.quantiles(ratios, n=4)
+    tops.sort()
+    bottoms.sort()
+    j = int(quantile * (repeats - 1))
     return Ratio(
-        statistics.median(ratios),
-        q1,
-        q3,
-        repeats,
-        statistics.median(tops),
-        statistics.median(bottoms),
+        ratio=tops[j] / bottoms[j],
+        median_ratio=statistics.median(tops) / statistics.median(bottoms),
+        quantile=quantile,
+        numerator=tops[j],
+        denominator=bottoms[j],
+        repeats=repeats,
     )
 
 
