@@ -167,6 +167,21 @@ class Report:
             f"<p style='margin:0.4em 0'>{message}</p>{evidence}</div>"
         )
 
+    def raise_if_failed(self) -> Report:
+        """Return the report if it passed; otherwise raise, with the report as the message.
+
+        Use it where a chapter asserts that its own solution passes:
+        ``check_accept_greedy(my_accept_greedy).raise_if_failed()``. In the student
+        version the same line raises ``NotImplementedError`` while the exercise is
+        still a stub (the one error a fresh student notebook may show), and
+        ``AssertionError`` once the student's attempt runs but is wrong.
+        """
+        if self.passed:
+            return self
+        if self.diagnosis == "not_implemented":
+            raise NotImplementedError(str(self))
+        raise AssertionError(str(self))
+
     def as_dict(self) -> dict[str, Any]:
         """Plain data, for the grading log and the CSV of ``coursework grade``."""
         return {
@@ -202,11 +217,17 @@ class _NoProgress(BaseException):
     """Raised from inside student code when its loop visibly stopped advancing."""
 
 
+# The limit is on CPU time (ITIMER_PROF), which a runaway loop burns and which a busy
+# or paused machine does not inflate; a wall-clock backstop at WALL_FACTOR times the
+# limit catches code that hangs without computing (waiting on input, say).
+WALL_FACTOR = 5
+
+
 @contextmanager
 def _time_limit(seconds: float | None) -> Iterator[None]:
-    """Interrupt the block after ``seconds`` (main thread, Unix); elsewhere no limit.
+    """Interrupt the block after ``seconds`` of CPU time (main thread, Unix); else no limit.
 
-    The alarm repeats every second, so student code that catches the first
+    The alarms repeat every second, so student code that catches the first
     interruption with a bare ``except:`` is interrupted again.
     """
     usable = (
@@ -221,17 +242,24 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
     def on_alarm(signum: int, frame: Any) -> None:
         raise _Timeout()
 
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    outer_delay, outer_interval = signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
+    timers = [
+        (signal.SIGPROF, signal.ITIMER_PROF, seconds),
+        (signal.SIGALRM, signal.ITIMER_REAL, WALL_FACTOR * seconds),
+    ]
+    saved = []
     start = time.monotonic()
+    for signum, which, limit in timers:
+        handler = signal.signal(signum, on_alarm)
+        saved.append((signum, which, handler, *signal.setitimer(which, limit, 1.0)))
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        if outer_delay:  # someone else's alarm (pytest-timeout, say) was pending: re-arm it
-            left = max(outer_delay - (time.monotonic() - start), 1e-3)
-            signal.setitimer(signal.ITIMER_REAL, left, outer_interval)
+        for signum, which, handler, outer_delay, outer_interval in saved:
+            signal.setitimer(which, 0)
+            signal.signal(signum, handler)
+            if outer_delay:  # someone else's timer (pytest-timeout, say) was pending: re-arm it
+                left = max(outer_delay - (time.monotonic() - start), 1e-3)
+                signal.setitimer(which, left, outer_interval)
 
 
 @contextmanager
@@ -322,7 +350,10 @@ def _record(report: Report) -> None:
         from IPython import get_ipython
 
         shell = get_ipython()
-        entry["execution_count"] = getattr(shell, "execution_count", None)
+        # In[n] is the input of the cell with prompt number n, the running one included
+        # (shell.execution_count is already one ahead while a cell runs).
+        inputs = shell.user_ns.get("In") if shell is not None else None
+        entry["execution_count"] = len(inputs) - 1 if isinstance(inputs, list) else None
     except ImportError:
         entry["execution_count"] = None
     with open(path, "a", encoding="utf-8") as log:
@@ -349,11 +380,11 @@ def _run_check(
             check,
             name,
             False,
-            f"`{name}` ran for more than {timeout:g} s and was stopped. Look for a loop whose "
-            "condition never changes (for example a round that emits no token), or for work "
-            "repeated far more often than needed.",
+            f"`{name}` used more than {timeout:g} s of CPU time and was stopped. Look for a "
+            "loop whose condition never changes (for example a round that emits no token), or "
+            "for work repeated far more often than needed.",
             "timeout",
-            {"time_limit_s": timeout},
+            {"cpu_time_limit_s": timeout},
         )
     except _NoProgress as stuck:
         report = Report(check, name, False, str(stuck), "no_progress")
@@ -1380,10 +1411,6 @@ def check_speculative_generate(
         drafter_calls = 0
         for label, prompt, make_drafter, k, max_tokens, for_speed in cases:
             params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
-            expected = generate(model, prompt, params)
-            with _count_passes(model) as counted:
-                library_speculative_generate(model, make_drafter(), prompt, params, k)
-            reference_passes = counted[0]
             watched = _WatchedDrafter(make_drafter())
             with _count_passes(model) as counted, torch.no_grad():
                 result = _call(
@@ -1392,7 +1419,12 @@ def check_speculative_generate(
                     (model, watched, list(prompt), params, k),
                     during=f"on the {label}",
                 )
+            student_count = counted[0]
             got = _as_tokens(result, f"the value `{name}` returns")
+            expected = generate(model, prompt, params)
+            with _count_passes(model) as counted:
+                library_speculative_generate(model, make_drafter(), prompt, params, k)
+            reference_passes = counted[0]
             drafter_calls += watched.calls
             if len(got) != max_tokens:
                 hint = (
@@ -1428,7 +1460,7 @@ def check_speculative_generate(
                     {"case": label, "first_difference_at": at},
                 )
             if for_speed:
-                student_passes += counted[0]
+                student_passes += student_count
                 library_passes += reference_passes
                 speed_tokens += max_tokens
         ev["cases"] = len(cases)

@@ -1,0 +1,208 @@
+"""Student notebooks are generated with a stub exactly where each solution was.
+
+Running every student notebook costs as much as the nbval run, so that check is a
+separate command in ``.ci/run`` (``python -m specdec_lib.coursework check``); here
+the generation is checked on every chapter without executing it, the graders are
+run on the stubs, and the execute-and-grade machinery runs on two tiny notebooks.
+"""
+
+import csv
+
+import nbformat
+import pytest
+
+from specdec_lib import coursework as C
+from specdec_lib import grading as G
+
+STUB = "raise NotImplementedError()"
+
+
+def _notebook(*cells):
+    nb = nbformat.v4.new_notebook()
+    for i, (kind, source) in enumerate(cells):
+        make = nbformat.v4.new_code_cell if kind == "code" else nbformat.v4.new_markdown_cell
+        cell = make(source)
+        cell.id = f"c{i}"
+        if kind == "code":
+            cell.outputs = [nbformat.v4.new_output("stream", text="secret output\n")]
+            cell.execution_count = i
+        nb.cells.append(cell)
+    return nb
+
+
+SOLVED = """def my_accept_greedy(target_logits, proposed):
+    '''Keep the matching prefix, then the target's token.'''
+    ### BEGIN SOLUTION
+    best = target_logits.argmax(-1).tolist()  # secret
+    n = 0
+    while n < len(proposed) and proposed[n] == best[n]:
+        n += 1
+    return list(proposed[:n]) + [best[n]], n
+    ### END SOLUTION"""
+
+CHAPTER = _notebook(
+    ("code", "import sys"),
+    (
+        "markdown",
+        "## Exercises\n\n```{exercise-start}\n:label: ex-greedy\n```\nImplement it.\n"
+        "```{exercise-end}\n```\n\n```{solution-start} ex-greedy\n:class: dropdown\n```\n"
+        "The secret idea.",
+    ),
+    ("code", SOLVED),
+    ("markdown", "```{solution-end}\n```\n\nNow check it:"),
+    (
+        "code",
+        "from specdec_lib.grading import check_accept_greedy\n"
+        "check_accept_greedy(my_accept_greedy)",
+    ),
+    (
+        "markdown",
+        "::::{exercise}\n:label: ex-written\nWhy?\n::::\n\n"
+        "::::{solution} ex-written\n:class: dropdown\nSecret prose.\n"
+        "```python\nsecret_code()\n```\n::::\n\nMore prose.",
+    ),
+    ("markdown", "Your answer:\n\n### BEGIN SOLUTION\nA secret answer.\n### END SOLUTION"),
+    ("code", "x = 1\n### BEGIN SOLUTION\ny = x * 2  # secret\n### END SOLUTION\nprint(x)"),
+    ("markdown", ":::{solution-start} ex-written\n:::\nSecret text."),
+    ("code", "secret_plot()"),
+    ("markdown", ":::{solution-end}\n:::"),
+)
+
+
+def test_solutions_become_stubs_in_place_and_solution_prose_disappears():
+    student = C.student_notebook(CHAPTER, "synthetic.ipynb")
+    by_id = {cell.id: cell for cell in student.cells}
+    assert student.cells[1].id == C.NOTE_ID  # right after the set-up cell
+    assert by_id["c2"].source.splitlines()[:2] == SOLVED.splitlines()[:2]
+    assert by_id["c2"].source.endswith(f"    # YOUR CODE HERE\n    {STUB}")
+    assert by_id["c7"].source == f"x = 1\n# YOUR CODE HERE\n{STUB}\nprint(x)"
+    assert by_id["c9"].source == f"# YOUR CODE HERE\n{STUB}"  # inside a solution, no markers
+    assert by_id["c3"].source == "Now check it:"
+    assert "Implement it." in by_id["c1"].source and "{exercise-end}" in by_id["c1"].source
+    assert by_id["c5"].source.endswith("More prose.") and "Why?" in by_id["c5"].source
+    assert by_id["c6"].source.endswith(C.MARKDOWN_STUB)
+    assert "c8" not in by_id and "c10" not in by_id  # markdown wholly inside a solution
+    text = "\n".join(cell.source for cell in student.cells)
+    assert "secret" not in text.lower()
+    assert all(not cell.get("outputs") for cell in student.cells)
+    assert C.compare_with_chapter(CHAPTER, student) == []
+    assert "secret output" in CHAPTER.cells[2].outputs[0].text  # the chapter is untouched
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "### BEGIN SOLUTION\nx = 1",
+        "x = 1\n### END SOLUTION",
+        "### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION",
+    ],
+)
+def test_unbalanced_solution_markers_are_an_error(source):
+    with pytest.raises(ValueError, match="SOLUTION"):
+        C.student_notebook(_notebook(("code", source)))
+
+
+def test_an_unclosed_gated_solution_is_an_error():
+    with pytest.raises(ValueError, match="solution-start"):
+        C.student_notebook(_notebook(("markdown", "```{solution-start} ex\n```\nText.")))
+
+
+def test_a_stub_in_the_wrong_place_is_noticed():
+    student = C.student_notebook(CHAPTER)
+    next(c for c in student.cells if c.id == "c7").source = f"# YOUR CODE HERE\n{STUB}"
+    assert any(
+        "not where the solutions were" in p for p in C.compare_with_chapter(CHAPTER, student)
+    )
+
+
+def test_every_chapter_gets_a_student_version_with_stubs_exactly_where_solutions_were(tmp_path):
+    assert C.main(["student", str(tmp_path)]) == 0
+    chapters = C.chapter_notebooks()
+    assert sorted(p.name for p in tmp_path.glob("*.ipynb")) == [p.name for p in chapters]
+    for path in chapters:
+        chapter = nbformat.read(path, as_version=4)
+        student = nbformat.read(tmp_path / path.name, as_version=4)
+        assert C.compare_with_chapter(chapter, student) == [], path.name
+        regions = C.solution_cells(chapter)
+        by_id = {cell.id: cell for cell in student.cells}
+        for cell_id, count in regions.items():
+            assert C.stub_count(by_id[cell_id].source) == count, (path.name, cell_id)
+
+
+def test_the_graders_fail_every_stub_and_the_chapters_show_them_passing_every_solution():
+    for path in C.chapter_notebooks():
+        chapter = nbformat.read(path, as_version=4)
+        stubs = C.stub_definitions(C.student_notebook(chapter, path.name))
+        outputs = {
+            cell.id: _text_outputs(cell) for cell in chapter.cells if cell.cell_type == "code"
+        }
+        for call in C.check_calls(chapter):
+            if call.subject not in stubs:
+                continue  # a check on a library function or a control, not on an exercise
+            report = getattr(G, call.check)(stubs[call.subject], **call.kwargs)
+            assert report.diagnosis == "not_implemented", (path.name, call, report)
+            # The committed (nbval-checked) output of the solution shows it passing.
+            assert f"PASSED {call.check}({call.subject})" in outputs[call.cell_id], (
+                path.name,
+                call,
+            )
+
+
+def _text_outputs(cell) -> str:
+    parts = []
+    for output in cell.get("outputs", []):
+        parts.append(output.get("text", ""))
+        parts.append(output.get("data", {}).get("text/plain", ""))
+        parts.append(output.get("evalue", ""))
+    return "\n".join(p if isinstance(p, str) else "".join(p) for p in parts)
+
+
+def _executable(*extra_cells):
+    return _notebook(
+        ("code", "import specdec_lib"),
+        ("markdown", "```{exercise-start}\n:label: ex-greedy\n```\nDo it.\n```{exercise-end}\n```"),
+        *extra_cells,
+    )
+
+
+def test_check_accepts_a_good_chapter_and_names_the_error_in_a_bad_one(tmp_path):
+    chapters = tmp_path / "chapters"
+    chapters.mkdir()
+    check_cell = (
+        "from specdec_lib.grading import check_accept_greedy\n"
+        "check_accept_greedy(my_accept_greedy).raise_if_failed()"
+    )
+    good = _executable(("code", SOLVED), ("code", check_cell))
+    bad = _executable(
+        ("code", "### BEGIN SOLUTION\nanswer = 42\n### END SOLUTION"), ("code", "print(answer)")
+    )
+    nbformat.write(good, chapters / "01_good.ipynb")
+    nbformat.write(bad, chapters / "02_bad.ipynb")
+    problems = C.check_student_notebooks(chapters, timeout=120)
+    assert len(problems) == 1 and problems[0].startswith("02_bad.ipynb, cell"), problems
+    assert "NameError" in problems[0]
+
+
+def test_grade_runs_submissions_and_writes_one_row_per_check(tmp_path):
+    submissions = tmp_path / "submitted"
+    check_cell = (
+        "from specdec_lib.grading import check_accept_greedy\ncheck_accept_greedy(my_accept_greedy)"
+    )
+    student = C.student_notebook(_executable(("code", SOLVED), ("code", check_cell)))
+    (submissions / "alice").mkdir(parents=True)
+    (submissions / "bob").mkdir()
+    nbformat.write(
+        _executable(("code", SOLVED), ("code", check_cell)), submissions / "alice" / "ch.ipynb"
+    )
+    student.cells.append(nbformat.v4.new_code_cell("raise ValueError('oops')"))
+    nbformat.write(student, submissions / "bob" / "ch.ipynb")
+    out = tmp_path / "grades.csv"
+    assert C.main(["grade", str(submissions), "--csv", str(out), "--timeout", "120"]) == 0
+    rows = list(csv.DictReader(out.open()))
+    summary = {(r["student"], r["check"], r["passed"], r["diagnosis"], r["exercise"]) for r in rows}
+    assert summary == {
+        ("alice", "check_accept_greedy", "True", "", "ex-greedy"),
+        ("bob", "check_accept_greedy", "False", "not_implemented", "ex-greedy"),
+        ("bob", "(notebook)", "False", "notebook_error", ""),
+    }
+    assert "ValueError: oops" in next(r["message"] for r in rows if r["check"] == "(notebook)")

@@ -1,0 +1,186 @@
+"""The graders, tested: correct solutions pass, every named mistake gets its diagnosis.
+
+Catch rates here use a few seeds to stay fast; ``python -m specdec_lib.grading_mistakes
+--seeds 100`` prints the full table (every mistake over 100 seeds, and the false
+alarms of the correct reference over the same seeds).
+"""
+
+import json
+import random
+import time
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+from specdec_lib import NgramDrafter, accept_greedy, accept_sampled, speculative_generate
+from specdec_lib import grading as G
+from specdec_lib.grading_mistakes import MISTAKES, REFERENCES, sampled_reference
+
+SEEDS = {
+    "check_ngram_drafter": range(5),
+    "check_accept_greedy": range(5),
+    "check_accept_sampled": range(10),
+}
+
+
+@pytest.mark.parametrize(
+    ("check", "mistake"), [(check, mistake) for check in SEEDS for mistake in MISTAKES[check]]
+)
+def test_each_named_mistake_is_caught_with_its_diagnosis(check, mistake):
+    wrong = MISTAKES[check][mistake]
+    diagnoses = [getattr(G, check)(wrong.function, seed=s).diagnosis for s in SEEDS[check]]
+    caught = sum(d == wrong.diagnosis for d in diagnoses)
+    assert caught == len(diagnoses), (
+        f"{check} gave '{mistake}' its diagnosis in {caught}/{len(diagnoses)} seeds: "
+        f"{dict(Counter(diagnoses))}"
+    )
+
+
+def test_the_residual_rule_check_raises_no_false_alarm_on_the_correct_rule_over_100_seeds():
+    failed = [s for s in range(100) if not G.check_accept_sampled(sampled_reference, seed=s)]
+    assert len(failed) == 0, f"false alarms at seeds {failed}"  # below 1% of 100 seeds
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_library_functions_pass_their_own_checks(seed):
+    assert G.check_accept_sampled(accept_sampled, seed=seed).passed
+    assert G.check_accept_greedy(accept_greedy, seed=seed).passed
+    assert G.check_ngram_drafter(NgramDrafter, seed=seed).passed
+
+
+def test_the_deterministic_checks_never_fail_a_correct_solution():
+    # Prompt lookup and greedy verification have one right answer per input, so a
+    # correct solution cannot fail; 20 seeds of random cases confirm it.
+    for seed in range(20):
+        assert G.check_ngram_drafter(REFERENCES["check_ngram_drafter"], seed=seed).passed
+        assert G.check_accept_greedy(REFERENCES["check_accept_greedy"], seed=seed).passed
+
+
+def test_the_drafter_may_be_a_function_a_class_or_an_instance():
+    assert G.check_ngram_drafter(NgramDrafter).passed
+    assert G.check_ngram_drafter(NgramDrafter(max_n=4, min_n=2)).passed
+    assert G.check_ngram_drafter(NgramDrafter().propose).passed
+    report = G.check_ngram_drafter(REFERENCES["check_ngram_drafter"])
+    assert report.passed and report.evidence["contexts"] >= 90
+
+
+def test_speculative_generate_check_passes_correct_versions_and_names_each_mistake(target, draft):
+    for correct in (REFERENCES["check_speculative_generate"], speculative_generate):
+        report = G.check_speculative_generate(correct, target=target, draft=draft)
+        assert report.passed, report
+    for label, wrong in MISTAKES["check_speculative_generate"].items():
+        report = G.check_speculative_generate(
+            wrong.function, target=target, draft=draft, timeout=30
+        )
+        assert report.diagnosis == wrong.diagnosis, f"{label}: {report}"
+
+
+def _stubs():
+    def propose(context, k, max_n=8, min_n=3):
+        raise NotImplementedError()
+
+    def accept_greedy(target_logits, proposed):
+        raise NotImplementedError()
+
+    def accept_sampled(target_logits, draft_probs, proposed, params, generator=None):
+        raise NotImplementedError()
+
+    def speculative_generate(target, drafter, prompt_token_ids, params, k):
+        raise NotImplementedError()
+
+    return {
+        G.check_ngram_drafter: propose,
+        G.check_accept_greedy: accept_greedy,
+        G.check_accept_sampled: accept_sampled,
+        G.check_speculative_generate: speculative_generate,
+    }
+
+
+def test_every_check_reports_a_stub_as_not_implemented_without_raising():
+    for check, stub in _stubs().items():
+        report = check(stub)
+        assert not report.passed and report.diagnosis == "not_implemented", report
+        assert "not implemented yet" in str(report)
+        with pytest.raises(NotImplementedError):
+            report.raise_if_failed()
+
+
+def test_code_that_raises_is_reported_with_the_failing_line():
+    def accept_greedy(target_logits, proposed):
+        return proposed[len(proposed)], 0
+
+    report = G.check_accept_greedy(accept_greedy)
+    assert report.diagnosis == "raised"
+    assert "IndexError" in report.message and "return proposed[len(proposed)], 0" in report.message
+    with pytest.raises(AssertionError):
+        report.raise_if_failed()
+
+
+def test_wrong_types_and_signatures_are_reported():
+    assert (
+        G.check_accept_greedy(lambda logits, proposed: logits.argmax(-1)).diagnosis == "wrong_type"
+    )
+    assert G.check_accept_greedy(lambda logits, proposed: ([1.5], 0)).diagnosis == "wrong_type"
+    assert G.check_accept_sampled(lambda logits, proposed: ([], 0)).diagnosis == "wrong_signature"
+    assert G.check_ngram_drafter(None).diagnosis == "not_a_function"
+    assert G.check_ngram_drafter([1, 2]).diagnosis == "not_a_function"
+
+
+def test_tensors_of_token_ids_are_accepted():
+    def accept_greedy_tensors(target_logits, proposed):
+        emitted, n = accept_greedy(target_logits, proposed)
+        return torch.tensor(emitted), torch.tensor(n)
+
+    assert G.check_accept_greedy(accept_greedy_tensors).passed
+
+
+def test_code_that_hangs_is_stopped_even_if_it_catches_exceptions():
+    def accept_sampled(target_logits, draft_probs, proposed, params, generator=None):
+        while True:
+            try:
+                sum(range(1000))
+            except Exception:
+                pass
+
+    start = time.perf_counter()
+    report = G.check_accept_sampled(accept_sampled, timeout=0.5)
+    assert report.diagnosis == "timeout" and time.perf_counter() - start < 5
+
+
+def test_a_check_leaves_random_state_and_threads_as_it_found_them():
+    threads = torch.get_num_threads()
+    torch.manual_seed(7)
+    random.seed(7)
+    np.random.seed(7)
+    expected = (torch.rand(3), random.random(), np.random.rand())
+    torch.manual_seed(7)
+    random.seed(7)
+    np.random.seed(7)
+    G.check_accept_sampled(accept_sampled)
+    assert torch.equal(torch.rand(3), expected[0])
+    assert random.random() == expected[1] and np.random.rand() == expected[2]
+    assert torch.get_num_threads() == threads
+
+
+def test_reports_are_reproducible_and_render_as_text_and_html():
+    wrong = MISTAKES["check_accept_sampled"]["resample from p_target"].function
+    first, second = G.check_accept_sampled(wrong), G.check_accept_sampled(wrong)
+    assert str(first) == str(second) and first._repr_html_() == second._repr_html_()
+    assert str(first).startswith("FAILED check_accept_sampled(sampled_resample_from_target)")
+    assert "z = " in first.message and "p(2 - p) = 0.75" in first.message
+    assert "<details>" in first._repr_html_() and not bool(first)
+    assert json.dumps(first.as_dict())
+
+
+def test_reports_go_to_the_grading_log_when_one_is_set(tmp_path, monkeypatch):
+    log = tmp_path / "log.jsonl"
+    monkeypatch.setenv(G.LOG_ENV, str(log))
+    G.check_accept_greedy(accept_greedy)
+    G.check_accept_greedy(_stubs()[G.check_accept_greedy])
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(e["passed"], e["diagnosis"]) for e in entries] == [
+        (True, ""),
+        (False, "not_implemented"),
+    ]
