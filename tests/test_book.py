@@ -219,3 +219,14 @@ def test_every_number_glued_into_the_prose_is_glued_by_the_same_notebook(path):
                 glued.add(name)
     missing = sorted(used - glued)
     assert not missing, f"{path.name}: prose uses glue names no cell glued: {missing}"
+
+
+def test_every_nbval_sanitize_pattern_is_read_and_compiles():
+    from nbval.plugin import get_sanitize_patterns
+
+    text = (ROOT / "tests" / "nbval_sanitize.cfg").read_text(encoding="utf-8")
+    pairs = get_sanitize_patterns(text)
+    declared = [line for line in text.splitlines() if line.startswith("regex:")]
+    assert len(pairs) == len(declared), "a `regex:` line without a `replace: ...` line is ignored"
+    for regex, _ in pairs:
+        re.compile(regex)
