@@ -418,6 +418,12 @@ def _as_tokens(value: Any, what: str) -> list[int]:
                 f"{type(value).__name__} of dtype {value.dtype} and shape {tuple(value.shape)}",
             )
         return [int(v) for v in value.tolist()]
+    if value is None:
+        raise _Abort(
+            "wrong_type",
+            f"{what} must be a list of int token ids, got None: is a `return` missing, or does "
+            "a branch return None where it should return an empty list []?",
+        )
     if not isinstance(value, list | tuple):
         raise _Abort(
             "wrong_type",

@@ -124,6 +124,8 @@ def test_wrong_types_and_signatures_are_reported():
     )
     assert G.check_accept_greedy(lambda logits, proposed: ([1.5], 0)).diagnosis == "wrong_type"
     assert G.check_accept_sampled(lambda logits, proposed: ([], 0)).diagnosis == "wrong_signature"
+    none = G.check_ngram_drafter(lambda context, k, max_n=8, min_n=3: None)
+    assert none.diagnosis == "wrong_type" and "empty list" in none.message
     assert G.check_ngram_drafter(None).diagnosis == "not_a_function"
     assert G.check_ngram_drafter([1, 2]).diagnosis == "not_a_function"
 
