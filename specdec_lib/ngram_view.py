@@ -47,6 +47,10 @@ _CARD = (
     "padding:0.6em 0.9em;margin:0.4em 0;font-family:system-ui,-apple-system,'Segoe UI',"
     "Roboto,sans-serif;font-size:0.92em;line-height:1.8;overflow-x:auto;"
 )
+_LEGEND = (
+    "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'DejaVu Sans Mono',monospace;"
+    "white-space:nowrap;display:inline-block;margin:0.1em 0.2em;padding:0 0.2em;color:#1a1a1a;"
+)
 _TEXT = (
     "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'DejaVu Sans Mono',monospace;"
     "white-space:pre-wrap;word-break:break-all;color:#1a1a1a;"
@@ -125,7 +129,7 @@ class MatchView:
                 title = html.escape(f"{_LABEL[role]} (positions {lo}..{hi - 1})")
                 parts.append(f'<span title="{title}" style="{_STYLE[role]}">{text}</span>')
         legend = " ".join(
-            f'<span style="{_TEXT}{_STYLE[role]}padding:0 0.2em;">{html.escape(label)}</span>'
+            f'<span style="{_LEGEND}{_STYLE[role]}">{html.escape(label)}</span>'
             for role, label in _LABEL.items()
         )
         return (
