@@ -38,7 +38,9 @@ def _prefill_all_but_last(model: TinyGPT, prompts: list[list[int]]) -> KVCache:
     return cache
 
 
-def _check_batch(model: TinyGPT, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[list[int]]:
+def _check_batch(
+    model: TinyGPT, prompts: Sequence[Sequence[int]], params: SamplingParams
+) -> list[list[int]]:
     if len(prompts) < 1:
         raise ValueError("prompts must hold at least 1 prompt")
     return [check_prompt(p, model, params) for p in prompts]
@@ -97,15 +99,20 @@ def speculative_generate_batch(
     if callable(drafters):
         drafters = [drafters() for _ in seqs]
     if len(drafters) != len(seqs):
-        raise ValueError(f"drafters must hold one drafter per prompt ({len(seqs)}), got {len(drafters)}")
+        raise ValueError(
+            f"drafters must hold one drafter per prompt ({len(seqs)}), got {len(drafters)}"
+        )
     n_prompt = [len(s) for s in seqs]
     cache = _prefill_all_but_last(target, seqs)
     while True:
-        remaining = [params.max_tokens - (len(s) - n) for s, n in zip(seqs, n_prompt)]
+        remaining = [params.max_tokens - (len(s) - n) for s, n in zip(seqs, n_prompt, strict=True)]
         active = [b for b, r in enumerate(remaining) if r > 0]
         if not active:
             break
-        proposals = {b: drafters[b].propose(seqs[b], min(k, remaining[b] - 1), params, generator) for b in active}
+        proposals = {
+            b: drafters[b].propose(seqs[b], min(k, remaining[b] - 1), params, generator)
+            for b in active
+        }
         width = 1 + max(len(p.tokens) for p in proposals.values())
         rows = []
         for b, s in enumerate(seqs):
@@ -120,10 +127,20 @@ def speculative_generate_batch(
             if params.greedy:
                 emitted, n_acc = accept_greedy(logits[b, : m + 1], prop.tokens)
             else:
-                emitted, n_acc = accept_sampled(logits[b, : m + 1], prop.probs, prop.tokens, params, generator)
+                emitted, n_acc = accept_sampled(
+                    logits[b, : m + 1], prop.probs, prop.tokens, params, generator
+                )
             seqs[b].extend(emitted)
             keep[b] = before[b] + 1 + n_acc  # pending + accepted; the rest rolls back
             if stats is not None:
-                stats.record(prop.tokens, n_acc, emitted, prop.draft_passes, target_passes=int(b == active[0]))
+                stats.record(
+                    prop.tokens,
+                    n_acc,
+                    emitted,
+                    prop.draft_passes,
+                    target_passes=int(b == active[0]),
+                    k=k,
+                    cache_length=int(keep[b]),
+                )
         cache.crop(keep)
-    return [s[n:] for s, n in zip(seqs, n_prompt)]
+    return [s[n:] for s, n in zip(seqs, n_prompt, strict=True)]

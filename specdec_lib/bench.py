@@ -54,7 +54,7 @@ def copy_accuracy(model: TinyGPT, examples: Sequence[Example], n_tokens: int = 1
     for ex in examples:
         ref = tok.encode(ex.reference)[:n_tokens]
         out = generate(model, tok.encode(ex.prompt), SamplingParams(max_tokens=len(ref)))
-        hits += sum(a == b for a, b in zip(out, ref))
+        hits += sum(a == b for a, b in zip(out, ref, strict=True))
         total += len(ref)
     return hits / total
 
@@ -76,7 +76,9 @@ def pooled_speculation(
     stats = SpeculationStats()
     for i, ids in enumerate(prompts):
         gen = torch.Generator().manual_seed(seed + i) if seed is not None else None
-        out = speculative_generate(target, make_drafter(), ids, params, k=k, generator=gen, stats=stats)
+        out = speculative_generate(
+            target, make_drafter(), ids, params, k=k, generator=gen, stats=stats
+        )
         if check_greedy and out != generate(target, ids, params):
             raise AssertionError(f"speculative output differs from greedy on prompt {i} at k={k}")
     return stats

@@ -11,6 +11,16 @@ cache holds every context token except the last one, which is "pending". A round
 feeds ``[pending] + proposal`` (m+1 tokens), which yields exactly the k+1 rows of
 logits verification needs; then the cache is cropped to drop the rejected
 proposals, and the round's last emitted token becomes the new pending token.
+
+Rollback is a crop (lowering the cache's length), not an erase: the static cache
+is written by position, so the rejected entries are simply overwritten by the
+next round. Each round's record carries the cache length it left behind, so the
+invariant is checked by tests rather than trusted.
+
+The draft length can be fixed (``k``) or adaptive (:class:`AdaptiveK`, the
+heuristic popular engines use: grow after a fully accepted proposal, shrink after
+a rejection). Neither choice changes which tokens come out, only how many target
+passes they cost.
 """
 
 from __future__ import annotations
@@ -26,7 +36,9 @@ from .sampling import SamplingParams, process_logits, sample
 from .verify import accept_greedy, accept_sampled
 
 
-def check_prompt(prompt_token_ids: Sequence[int], model: TinyGPT, params: SamplingParams) -> list[int]:
+def check_prompt(
+    prompt_token_ids: Sequence[int], model: TinyGPT, params: SamplingParams
+) -> list[int]:
     """The prompt as a list of ints, or a ``ValueError`` saying what is wrong with it."""
     if isinstance(prompt_token_ids, str | bytes):
         raise ValueError("prompt_token_ids must be a sequence of token ids; encode text first")
@@ -50,7 +62,9 @@ def check_prompt(prompt_token_ids: Sequence[int], model: TinyGPT, params: Sampli
     return ids
 
 
-def next_token(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:
+def next_token(
+    logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None
+) -> int:
     """Pick one token from a row of logits: argmax if greedy, else sample the processed p."""
     if params.greedy:
         return int(logits.argmax())
@@ -78,11 +92,53 @@ def generate(
 
 @dataclass(frozen=True)
 class RoundRecord:
-    """One speculation round: what was proposed, how much was accepted, what came out."""
+    """One speculation round: what was proposed, how much was accepted, what came out.
+
+    ``k`` is the draft length asked for that round (it varies with :class:`AdaptiveK`);
+    ``cache_length`` is the target cache's length after rollback (``None`` when no
+    cache was kept). Both default to ``None`` for records made without them.
+    """
 
     proposed: list[int]
     n_accepted: int
     emitted: list[int]
+    k: int | None = None
+    cache_length: int | None = None
+
+
+@dataclass(frozen=True)
+class AdaptiveK:
+    """Adaptive draft length: grow after a fully accepted proposal, shrink after a rejection.
+
+    This is the schedule of Hugging Face's assisted generation (+2 / -1), kept within
+    ``[min_k, max_k]``. A round whose drafter proposed nothing (the n-gram drafter
+    found no match) says nothing about the draft length and leaves it unchanged.
+    """
+
+    min_k: int = 1
+    max_k: int = 16
+    grow: int = 2
+    shrink: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("min_k", "grow", "shrink"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if (
+            isinstance(self.max_k, bool)
+            or not isinstance(self.max_k, int)
+            or self.max_k < self.min_k
+        ):
+            raise ValueError(f"max_k must be an integer >= min_k={self.min_k}, got {self.max_k!r}")
+
+    def next_k(self, k: int, n_proposed: int, n_accepted: int) -> int:
+        """The draft length for the next round, after one that proposed and accepted these."""
+        if n_proposed == 0:
+            return k
+        if n_accepted == n_proposed:
+            return min(self.max_k, k + self.grow)
+        return max(self.min_k, k - self.shrink)
 
 
 @dataclass
@@ -116,7 +172,10 @@ class SpeculationStats:
     @property
     def acceptance_per_position(self) -> list[float]:
         """P(draft position i accepted | it was proposed), for i = 0, 1, ..."""
-        return [a / p if p else float("nan") for a, p in zip(self.position_accepted, self.position_proposed)]
+        return [
+            a / p if p else float("nan")
+            for a, p in zip(self.position_accepted, self.position_proposed, strict=True)
+        ]
 
     def record(
         self,
@@ -125,6 +184,8 @@ class SpeculationStats:
         emitted: list[int],
         draft_passes: int,
         target_passes: int = 1,
+        k: int | None = None,
+        cache_length: int | None = None,
     ) -> None:
         """Count one request's round. A batched pass serving many requests counts once."""
         m = len(proposal_tokens)
@@ -140,7 +201,9 @@ class SpeculationStats:
         for i in range(m):
             self.position_proposed[i] += 1
             self.position_accepted[i] += int(i < n_accepted)
-        self.log.append(RoundRecord(list(proposal_tokens), n_accepted, list(emitted)))
+        self.log.append(
+            RoundRecord(list(proposal_tokens), n_accepted, list(emitted), k, cache_length)
+        )
 
 
 Acceptor = Callable[..., tuple[list[int], int]]
@@ -157,6 +220,7 @@ def speculative_generate(
     stats: SpeculationStats | None = None,
     use_kv_cache: bool = True,
     acceptor: Acceptor = accept_sampled,
+    adaptive_k: AdaptiveK | None = None,
 ) -> list[int]:
     """Speculative decoding: draft up to ``k`` tokens, verify them in one target pass.
 
@@ -164,10 +228,15 @@ def speculative_generate(
     sampling, ``acceptor`` (default :func:`accept_sampled`) decides; pass
     ``accept_sampled_biased`` only to demonstrate the bug. ``use_kv_cache=False``
     is the textbook version that re-runs the target over the whole context each
-    round.
+    round. With ``adaptive_k``, ``k`` is the first round's draft length and later
+    rounds follow :meth:`AdaptiveK.next_k`.
     """
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    if adaptive_k is not None and not adaptive_k.min_k <= k <= adaptive_k.max_k:
+        raise ValueError(
+            f"k must lie in [{adaptive_k.min_k}, {adaptive_k.max_k}] for this AdaptiveK, got {k}"
+        )
     tokens = check_prompt(prompt_token_ids, target, params)
     n_prompt = len(tokens)
     cache = None
@@ -185,14 +254,25 @@ def speculative_generate(
         if cache is None:
             logits = target(torch.tensor([tokens + proposal.tokens]))[0, -(m + 1) :]
         else:
+            # Row 0 scores the first drafted token: it is verified like every other.
             logits = target(torch.tensor([tokens[-1:] + proposal.tokens]), cache)[0]
         if params.greedy:
             emitted, n_acc = accept_greedy(logits, proposal.tokens)
         else:
             emitted, n_acc = acceptor(logits, proposal.probs, proposal.tokens, params, generator)
-        if cache is not None:
+        if cache is not None and n_acc < m:
             cache.crop(len(tokens) + n_acc)  # keep pending + accepted; drop rejected proposals
         tokens.extend(emitted)
         if stats is not None:
-            stats.record(proposal.tokens, n_acc, emitted, proposal.draft_passes)
+            cache_length = None if cache is None else int(cache.lengths[0])
+            stats.record(
+                proposal.tokens,
+                n_acc,
+                emitted,
+                proposal.draft_passes,
+                k=k,
+                cache_length=cache_length,
+            )
+        if adaptive_k is not None:
+            k = adaptive_k.next_k(k, m, n_acc)
     return tokens[n_prompt:]
