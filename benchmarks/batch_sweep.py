@@ -4,9 +4,10 @@
         [--repeats 3] [--threads 1] [--seed 2026]
 
 For each workload and batch size B, B different prompts are decoded together,
-greedy, with the n-gram drafter: plainly (``generate_batch``: one target pass
-per token for the whole batch) and speculatively (``speculative_generate_batch``:
-one target pass per round for the whole batch, k+1 positions per request,
+greedy, with the n-gram drafter (``FastNgramDrafter``, the library's rule with a
+C-speed search): plainly (``generate_batch``: one target pass per token for the
+whole batch) and speculatively (``speculative_generate_batch``: one target pass
+per round for the whole batch, k+1 positions per request,
 per-request acceptance and rollback). Throughput is B x ``--tokens`` new tokens
 over the wall time of the whole batch (prefill included in both). Outputs must
 be identical or the script stops.
@@ -31,7 +32,6 @@ from pathlib import Path
 import torch
 
 from specdec_lib import (
-    NgramDrafter,
     SamplingParams,
     SpeculationStats,
     Tokenizer,
@@ -40,6 +40,7 @@ from specdec_lib import (
 )
 from specdec_lib.batched import generate_batch, speculative_generate_batch
 from specdec_lib.bench import machine_stamp
+from specdec_lib.fast_ngram import FastNgramDrafter
 
 OUT = Path(__file__).parent / "results" / "batch_sweep.json"
 
@@ -82,7 +83,7 @@ def main() -> None:
 
     def spec(w: str, b: int, stats: SpeculationStats | None = None) -> list[list[int]]:
         return speculative_generate_batch(
-            target, NgramDrafter, prompts[w][:b], params, k=args.k, stats=stats
+            target, FastNgramDrafter, prompts[w][:b], params, k=args.k, stats=stats
         )
 
     start = time.perf_counter()
@@ -148,7 +149,7 @@ def main() -> None:
             f"--repeats {args.repeats} --threads {args.threads} --seed {args.seed}"
         ),
         "k": args.k,
-        "drafter": NgramDrafter().name,
+        "drafter": FastNgramDrafter().name,
         "tokens_per_request": args.tokens,
         "repeats": args.repeats,
         "seed": args.seed,
