@@ -1,11 +1,14 @@
 """The distribution test, tested: false-alarm and miss rates over 200 seeds.
 
     python benchmarks/distribution_test.py [--seeds 200] [--first-seed 100]
-        [--sizes 250,500,1000,2000,4000,8000,12000,16000] [--workers 1]
+        [--sizes 100,200,300,500,750,1000,1500] [--workers 1]
 
-The negative-control set-up of chapter 7: the UNTRAINED target (broad next-token
-distribution) after the first "novel" prompt of seed 100, temperature 1, and a
-one-hot drafter proposing the target's most likely token. For every seed, each
+The set-up of chapter 7's "testing the test": the UNTRAINED target after a fixed
+context (CONTEXT below, so the result does not depend on the workload generator),
+sharpened to temperature 0.15 so that its most likely token has a moderate
+probability (about 0.14; at temperature 1 it is below 0.01 and the chi-square
+test would need about ten times more rounds), and a one-hot drafter proposing
+that token. For every seed, each
 rule (the residual rule ``accept_sampled`` and the plausible bug
 ``accept_sampled_biased``) is run for the largest sample size; the chi-square
 distribution test (alpha = 1e-3, sparse bins pooled) is applied to the first
@@ -32,7 +35,6 @@ from specdec_lib import (
     accept_sampled_biased,
     load_model,
     process_logits,
-    workload_prompts,
 )
 from specdec_lib.bench import machine_stamp
 from specdec_lib.drafters import one_hot_probs
@@ -45,8 +47,8 @@ from specdec_lib.stats import (
 
 OUT = Path(__file__).parent / "results" / "distribution_test.json"
 RULES = {"correct": accept_sampled, "biased": accept_sampled_biased}
-PROMPT_SEED = 100
-PARAMS = SamplingParams(temperature=1.0)
+CONTEXT = "A drafter proposes, the target decides. Which token comes next? "
+PARAMS = SamplingParams(temperature=0.15)
 BAR = 0.99
 
 
@@ -54,7 +56,7 @@ def setup() -> tuple[torch.Tensor, int, torch.Tensor]:
     """Untrained target's next-token logits after the prompt, the drafted token, its q."""
     torch.set_num_threads(1)
     target = load_model("target", trained=False)
-    ids = Tokenizer().encode(workload_prompts("novel", 1, PROMPT_SEED)[0])
+    ids = Tokenizer().encode(CONTEXT)
     with torch.inference_mode():
         logits = target(torch.tensor([ids]))[0, -1]  # (V,)
     drafted = int(process_logits(logits, PARAMS).argmax())
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=200)
     parser.add_argument("--first-seed", type=int, default=100)
-    parser.add_argument("--sizes", default="250,500,1000,2000,4000,8000,12000,16000")
+    parser.add_argument("--sizes", default="100,200,300,500,750,1000,1500")
     parser.add_argument("--workers", type=int, default=1, help="processes (the machine is shared)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
@@ -117,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python benchmarks/distribution_test.py " + " ".join(argv or sys.argv[1:]),
         "setup": {
             "model": "target, trained=False",
-            "prompt": f'workload_prompts("novel", 1, {PROMPT_SEED})[0]',
+            "context": CONTEXT,
             "temperature": PARAMS.temperature,
             "drafter": "one-hot, proposing the target's most likely token",
             "drafted_token": drafted,
