@@ -73,6 +73,11 @@ def test_acceptance_per_position_counts_each_draft_position(target, prompts):
     assert all(0 <= a <= 1 for a in stats.acceptance_per_position)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap (issue 2): the shipped target has not learned to copy from its context yet; "
+    "strict, so this fails loudly the day retrained weights do copy",
+)
 def test_trained_target_copies_the_quoted_passage(target, tok):
     from specdec_lib.data import workload_examples
 
