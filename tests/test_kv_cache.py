@@ -104,7 +104,9 @@ def test_the_first_drafted_token_is_always_verified(target, prompts, references,
         target, drafter, ids, SamplingParams(max_tokens=30), k=5, stats=stats, use_kv_cache=cached
     )
     assert out == ref[:30]
-    assert all(r.proposed and r.n_accepted == 0 for r in stats.log)
+    # every round proposes (the last may have no room left), and none is accepted
+    assert all(r.proposed for r in stats.log[:-1])
+    assert all(r.n_accepted == 0 for r in stats.log)
     assert all(len(r.emitted) == 1 for r in stats.log)
 
 
@@ -136,23 +138,26 @@ def test_no_token_is_duplicated_or_dropped_at_a_round_boundary(target, prompts, 
 def test_the_cache_holds_exactly_the_kept_tokens_after_every_round(
     target, draft, prompts, drafter_name, mode
 ):
-    ids = prompts["copy"]
-    stats = SpeculationStats()
-    speculative_generate(
-        target,
-        make_drafter(drafter_name, draft),
-        ids,
-        MODES[mode],
-        k=4,
-        generator=torch.Generator().manual_seed(1),
-        stats=stats,
-    )
-    kept = len(ids)
-    for r in stats.log:
-        kept += len(r.emitted)
-        # every context token but the last, which is pending for the next round
-        assert r.cache_length == kept - 1
-    assert any(r.n_accepted < len(r.proposed) for r in stats.log), "no rollback was exercised"
+    rolled_back = 0
+    for ids in prompts.values():
+        stats = SpeculationStats()
+        speculative_generate(
+            target,
+            make_drafter(drafter_name, draft),
+            ids,
+            # hot sampling, so that rollback happens whatever the weights
+            MODES[mode] if mode == "greedy" else SamplingParams(temperature=1.5, max_tokens=SHORT),
+            k=4,
+            generator=torch.Generator().manual_seed(1),
+            stats=stats,
+        )
+        kept = len(ids)
+        for r in stats.log:
+            kept += len(r.emitted)
+            # every context token but the last, which is pending for the next round
+            assert r.cache_length == kept - 1
+        rolled_back += sum(r.n_accepted < len(r.proposed) for r in stats.log)
+    assert rolled_back > 0, "no rollback was exercised"
 
 
 def test_the_uncached_path_records_no_cache_length(target, prompts):
