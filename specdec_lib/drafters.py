@@ -28,7 +28,7 @@ from .sampling import SamplingParams, process_logits, sample
 
 @dataclass(frozen=True)
 class Proposal:
-    """``tokens`` (len m <= k), ``probs`` (m, V) they were drawn from, draft forward passes spent."""
+    """``tokens`` (m <= k of them), ``probs`` (m, V) they were drawn from, draft passes spent."""
 
     tokens: list[int]
     probs: torch.Tensor
@@ -52,9 +52,10 @@ class Drafter(Protocol):
 
 def one_hot_probs(tokens: Sequence[int], vocab_size: int) -> torch.Tensor:
     """(len(tokens), V) rows that put all mass on each token: a deterministic drafter's q."""
-    probs = torch.zeros(len(tokens), vocab_size, dtype=torch.float64)
-    probs[torch.arange(len(tokens)), torch.as_tensor(list(tokens), dtype=torch.long)] = 1.0
-    return probs
+    # Built in NumPy: this runs every round, and small torch ops cost more than the search.
+    probs = np.zeros((len(tokens), vocab_size), dtype=np.float64)
+    probs[np.arange(len(tokens)), np.asarray(list(tokens), dtype=np.int64)] = 1.0
+    return torch.from_numpy(probs)
 
 
 def _check_k(k: int) -> None:

@@ -19,25 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-import torch
-
-from .drafters import NgramDrafter, Proposal, _check_k
-from .sampling import SamplingParams
-
-
-def _one_hot(tokens: list[int], vocab_size: int) -> torch.Tensor:
-    """Same values and dtype as :func:`~specdec_lib.drafters.one_hot_probs`, built in NumPy."""
-    probs = np.zeros((len(tokens), vocab_size), dtype=np.float64)
-    probs[np.arange(len(tokens)), tokens] = 1.0
-    return torch.from_numpy(probs)
+from .drafters import NgramDrafter
 
 
 class FastNgramDrafter(NgramDrafter):
     """:class:`NgramDrafter` with the same proposals, searched with ``bytes.rfind``."""
-
-    def __init__(self, max_n: int = 8, min_n: int = 3, vocab_size: int = 256) -> None:
-        super().__init__(max_n=max_n, min_n=min_n, vocab_size=vocab_size)
 
     def find_match(self, context: Sequence[int]) -> tuple[int, int] | None:
         """``(start, n)`` of the latest earlier occurrence of the longest matching suffix."""
@@ -51,18 +37,3 @@ class FastNgramDrafter(NgramDrafter):
             if start >= 0:
                 return start, n
         return None
-
-    def propose(
-        self,
-        context: Sequence[int],
-        k: int,
-        params: SamplingParams | None = None,
-        generator: torch.Generator | None = None,
-    ) -> Proposal:
-        _check_k(k)
-        match = self.find_match(context) if k > 0 else None
-        tokens: list[int] = []
-        if match is not None:
-            start, n = match
-            tokens = [int(t) for t in context[start + n : start + n + k]]
-        return Proposal(tokens, _one_hot(tokens, self.vocab_size), draft_passes=0)
