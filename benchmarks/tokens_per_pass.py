@@ -14,7 +14,14 @@ import json
 import time
 from pathlib import Path
 
-from specdec_lib import DraftModelDrafter, NgramDrafter, SamplingParams, Tokenizer, load_model, workload_prompts
+from specdec_lib import (
+    DraftModelDrafter,
+    NgramDrafter,
+    SamplingParams,
+    Tokenizer,
+    load_model,
+    workload_prompts,
+)
 from specdec_lib.bench import machine_stamp, pooled_speculation
 
 OUT = Path(__file__).parent / "results" / "tokens_per_pass.json"
@@ -33,23 +40,40 @@ def main() -> None:
     drafters = {"ngram": NgramDrafter, "draft": lambda: DraftModelDrafter(draft)}
     rows = []
     start = time.perf_counter()
-    print(f"{'workload':8} {'drafter':6} {'k':>2} {'prompts':>7} {'tokens':>6} {'passes':>6} "
-          f"{'tok/pass':>8} {'limit':>5} {'accept':>6} {'draft passes':>12}")
+    print(
+        f"{'workload':8} {'drafter':6} {'k':>2} {'prompts':>7} {'tokens':>6} {'passes':>6} "
+        f"{'tok/pass':>8} {'limit':>5} {'accept':>6} {'draft passes':>12}"
+    )
     for workload in ("copy", "novel"):
         prompts = [tok.encode(p) for p in workload_prompts(workload, args.prompts, args.seed)]
         for name, make in drafters.items():
             for k in range(1, 9):
                 s = pooled_speculation(target, make, prompts, params, k, check_greedy=True)
-                row = dict(workload=workload, drafter=name, k=k, prompts=len(prompts),
-                           emitted=s.emitted, target_passes=s.target_passes,
-                           tokens_per_pass=s.tokens_per_pass, acceptance=s.acceptance_rate,
-                           draft_passes=s.draft_passes,
-                           acceptance_per_position=s.acceptance_per_position)
+                row = dict(
+                    workload=workload,
+                    drafter=name,
+                    k=k,
+                    prompts=len(prompts),
+                    emitted=s.emitted,
+                    target_passes=s.target_passes,
+                    tokens_per_pass=s.tokens_per_pass,
+                    acceptance=s.acceptance_rate,
+                    draft_passes=s.draft_passes,
+                    acceptance_per_position=s.acceptance_per_position,
+                )
                 rows.append(row)
-                print(f"{workload:8} {name:6} {k:2d} {len(prompts):7d} {s.emitted:6d} {s.target_passes:6d} "
-                      f"{s.tokens_per_pass:8.2f} {k + 1:5d} {s.acceptance_rate:6.3f} {s.draft_passes:12d}")
-    result = {"machine": machine_stamp(), "seed": args.seed, "tokens_per_prompt": args.tokens,
-              "seconds": round(time.perf_counter() - start, 1), "rows": rows}
+                print(
+                    f"{workload:8} {name:6} {k:2d} {len(prompts):7d} {s.emitted:6d} "
+                    f"{s.target_passes:6d} {s.tokens_per_pass:8.2f} {k + 1:5d} "
+                    f"{s.acceptance_rate:6.3f} {s.draft_passes:12d}"
+                )
+    result = {
+        "machine": machine_stamp(),
+        "seed": args.seed,
+        "tokens_per_prompt": args.tokens,
+        "seconds": round(time.perf_counter() - start, 1),
+        "rows": rows,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"all outputs identical to greedy; {result['seconds']} s; wrote {args.out}")

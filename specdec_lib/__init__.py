@@ -4,7 +4,7 @@ Every chapter imports from here; nothing is implemented twice.
 """
 
 from .data import workload_examples, workload_prompts
-from .drafters import DraftModelDrafter, Drafter, NgramDrafter, Proposal
+from .drafters import Drafter, DraftModelDrafter, NgramDrafter, Proposal
 from .generate import RoundRecord, SpeculationStats, generate, speculative_generate
 from .model import KVCache, ModelConfig, TinyGPT
 from .sampling import SamplingParams, process_logits

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
+_PREPOSITIONS = ["near", "with", "under", "over", "by"]
 _FUNCTION_WORDS = {"the", "a", "of", "and", "near", "with", "under", "over", "by", "to", "is"}
 
 
@@ -75,7 +76,7 @@ def sentence(rng: random.Random) -> str:
     if r < 0.3:
         s = f"{_np(rng)} {verb}s {_np(rng)}"
     elif r < 0.55:
-        s = f"{_np(rng)} {verb}ed {_np(rng)} {rng.choice(['near', 'with', 'under', 'over', 'by'])} {_np(rng)}"
+        s = f"{_np(rng)} {verb}ed {_np(rng)} {rng.choice(_PREPOSITIONS)} {_np(rng)}"
     elif r < 0.75:
         s = f"{_np(rng)} of {_np(rng)} is {rng.choice(LEXICON['adj'])}"
     else:

@@ -76,16 +76,17 @@ class TrainResult:
     seconds: float = 0.0
 
 
-def train(
-    model_config: ModelConfig, cfg: TrainConfig, progress: bool = True
-) -> TrainResult:
+def train(model_config: ModelConfig, cfg: TrainConfig, progress: bool = True) -> TrainResult:
     """Train a fresh TinyGPT; return it with the loss of every step."""
     torch.manual_seed(cfg.seed)
     model = TinyGPT(model_config)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        [
+            {"params": decay, "weight_decay": cfg.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
         lr=cfg.lr,
         betas=(0.9, 0.95),
     )
@@ -113,8 +114,12 @@ def train(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="+", default=["target", "draft"], choices=["target", "draft"])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--models", nargs="+", default=["target", "draft"], choices=["target", "draft"]
+    )
     parser.add_argument("--steps", type=int, default=None, help="override the step count")
     parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
     args = parser.parse_args()
@@ -132,8 +137,10 @@ def main() -> None:
             "command": "python -m specdec_lib.train",
         }
         path = save_model(result.model, name, info, args.out)
-        print(f"{name}: {result.model.num_parameters():,} parameters, "
-              f"final loss {info['final_loss']:.3f}, {result.seconds:.0f} s -> {path}")
+        print(
+            f"{name}: {result.model.num_parameters():,} parameters, "
+            f"final loss {info['final_loss']:.3f}, {result.seconds:.0f} s -> {path}"
+        )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,14 @@
 import pytest
 import torch
 
-from specdec_lib import DraftModelDrafter, NgramDrafter, SamplingParams, SpeculationStats, generate, workload_prompts
+from specdec_lib import (
+    DraftModelDrafter,
+    NgramDrafter,
+    SamplingParams,
+    SpeculationStats,
+    generate,
+    workload_prompts,
+)
 from specdec_lib.batched import generate_batch, speculative_generate_batch
 
 PARAMS = SamplingParams(max_tokens=40)
@@ -42,14 +49,21 @@ def test_batched_speculation_needs_one_drafter_per_prompt(target, mixed_prompts)
 
 def test_batched_speculation_refuses_k_that_would_overflow_the_context(target):
     with pytest.raises(ValueError, match="k must be <="):
-        speculative_generate_batch(target, NgramDrafter, [[1] * 700], SamplingParams(max_tokens=60), k=9)
+        speculative_generate_batch(
+            target, NgramDrafter, [[1] * 700], SamplingParams(max_tokens=60), k=9
+        )
 
 
 def test_batched_sampling_is_reproducible_with_a_seed(target, mixed_prompts):
     params = SamplingParams(temperature=0.8, max_tokens=20)
     runs = [
         speculative_generate_batch(
-            target, NgramDrafter, mixed_prompts, params, k=4, generator=torch.Generator().manual_seed(5)
+            target,
+            NgramDrafter,
+            mixed_prompts,
+            params,
+            k=4,
+            generator=torch.Generator().manual_seed(5),
         )
         for _ in range(2)
     ]

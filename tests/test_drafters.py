@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from specdec_lib import DraftModelDrafter, Drafter, NgramDrafter, SamplingParams, TinyGPT
+from specdec_lib import Drafter, DraftModelDrafter, NgramDrafter, SamplingParams, TinyGPT
 from specdec_lib.model import ModelConfig
 
 GREEDY = SamplingParams()
@@ -74,8 +74,10 @@ def test_draft_model_drafter_reuses_its_cache_correctly_across_diverging_context
 
 def test_draft_model_drafter_records_the_processed_distribution_it_sampled_from(draft):
     params = SamplingParams(temperature=0.8, top_k=20)
-    proposal = DraftModelDrafter(draft).propose(ids("Note: The"), 3, params, torch.Generator().manual_seed(0))
+    proposal = DraftModelDrafter(draft).propose(
+        ids("Note: The"), 3, params, torch.Generator().manual_seed(0)
+    )
     assert proposal.probs.shape == (3, 256)
     assert (torch.count_nonzero(proposal.probs, dim=-1) <= 20).all()
-    for row, token in zip(proposal.probs, proposal.tokens):
+    for row, token in zip(proposal.probs, proposal.tokens, strict=True):
         assert row[token] > 0

@@ -31,7 +31,7 @@ def test_greedy_speculation_is_identical_to_greedy_decoding_for_every_k(
 ):
     for k in range(1, 9):
         drafter = NgramDrafter() if drafter_name == "ngram" else DraftModelDrafter(draft)
-        for ids, ref in zip(prompts[workload], references[workload]):
+        for ids, ref in zip(prompts[workload], references[workload], strict=True):
             stats = SpeculationStats()
             out = speculative_generate(target, drafter, ids, GREEDY, k=k, stats=stats)
             assert out == ref, f"k={k}"
@@ -41,14 +41,21 @@ def test_greedy_speculation_is_identical_to_greedy_decoding_for_every_k(
 
 
 @pytest.mark.parametrize("k", [1, 4, 7])
-def test_cached_and_uncached_speculation_agree_for_greedy_and_seeded_sampling(target, draft, prompts, k):
+def test_cached_and_uncached_speculation_agree_for_greedy_and_seeded_sampling(
+    target, draft, prompts, k
+):
     ids = prompts["copy"][0]
     for params in [GREEDY, SamplingParams(temperature=0.9, top_p=0.95, max_tokens=40)]:
         for make in [NgramDrafter, lambda: DraftModelDrafter(draft)]:
             outs = [
                 speculative_generate(
-                    target, make(), ids, params, k=k,
-                    generator=torch.Generator().manual_seed(3), use_kv_cache=cached,
+                    target,
+                    make(),
+                    ids,
+                    params,
+                    k=k,
+                    generator=torch.Generator().manual_seed(3),
+                    use_kv_cache=cached,
                 )
                 for cached in (True, False)
             ]
@@ -59,7 +66,9 @@ def test_speculation_returns_exactly_max_tokens_and_counts_only_those(target, pr
     for max_tokens in [1, 2, 5, 9, 30]:
         stats = SpeculationStats()
         params = SamplingParams(max_tokens=max_tokens)
-        out = speculative_generate(target, NgramDrafter(), prompts["copy"][0], params, k=8, stats=stats)
+        out = speculative_generate(
+            target, NgramDrafter(), prompts["copy"][0], params, k=8, stats=stats
+        )
         assert len(out) == max_tokens == stats.emitted
         assert stats.accepted + stats.rounds == stats.emitted
         assert stats.target_passes == stats.rounds
@@ -84,7 +93,7 @@ def test_trained_target_copies_the_quoted_passage(target, tok):
     ex = workload_examples("copy", 1, seed=12345)[0]
     out = generate(target, tok.encode(ex.prompt), SamplingParams(max_tokens=128))
     ref = tok.encode(ex.reference)[:128]
-    assert sum(a == b for a, b in zip(out, ref)) / 128 >= 0.9
+    assert sum(a == b for a, b in zip(out, ref, strict=True)) / 128 >= 0.9
 
 
 @pytest.mark.parametrize(
@@ -96,7 +105,10 @@ def test_trained_target_copies_the_quoted_passage(target, tok):
         (lambda t, ids: generate(t, [1, 300], GREEDY), r"prompt_token_ids must lie in \[0, 255\]"),
         (lambda t, ids: generate(t, [-1], GREEDY), r"prompt_token_ids must lie in \[0, 255\]"),
         (lambda t, ids: generate(t, [1] * 768, GREEDY), "shorter than the context window"),
-        (lambda t, ids: generate(t, [1] * 700, SamplingParams(max_tokens=100)), "max_tokens must be <= 68"),
+        (
+            lambda t, ids: generate(t, [1] * 700, SamplingParams(max_tokens=100)),
+            "max_tokens must be <= 68",
+        ),
         (lambda t, ids: generate(t, "a string", GREEDY), "encode text first"),
     ],
 )

@@ -53,7 +53,7 @@ def test_copy_documents_repeat_their_passage():
     doc = copy_document(random.Random(3))
     source, copy = doc.split("\n")[0], doc.split("\n")[1]
     source_text, copied = source.split(": ", 1)[1], copy.split(": ", 1)[1]
-    differing = sum(a != b for a, b in zip(source_text.split(), copied.split()))
+    differing = sum(a != b for a, b in zip(source_text.split(), copied.split(), strict=True))
     assert differing <= 1
 
 
@@ -61,4 +61,4 @@ def test_light_edit_changes_exactly_one_word():
     rng = random.Random(0)
     text = passage(rng, 200, 300)
     edited = light_edit(rng, text)
-    assert sum(a != b for a, b in zip(text.split(), edited.split())) == 1
+    assert sum(a != b for a, b in zip(text.split(), edited.split(), strict=True)) == 1
