@@ -36,6 +36,7 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -405,12 +406,16 @@ def execute_notebook(path: Path, cwd: Path | None = None, timeout: int = 600) ->
 
 def _execute_all(
     jobs: list[tuple[Path, Path | None]], timeout: int, workers: int
-) -> list[Execution]:
+) -> Iterator[Execution]:
+    """Execute notebooks, yielding each result as soon as it is ready (in job order)."""
     if workers <= 1:
-        return [execute_notebook(path, cwd, timeout) for path, cwd in jobs]
+        for path, cwd in jobs:
+            yield execute_notebook(path, cwd, timeout)
+        return
     with ProcessPoolExecutor(workers) as pool:
         futures = [pool.submit(execute_notebook, path, cwd, timeout) for path, cwd in jobs]
-        return [f.result() for f in futures]
+        for future in futures:
+            yield future.result()
 
 
 # ---------------------------------------------------------------------------------
@@ -436,28 +441,35 @@ def check_student_notebooks(
             chapter = nbformat.read(chapters / path.name, as_version=4)
             student = nbformat.read(path, as_version=4)
             problems += [f"{path.name}: {p}" for p in compare_with_chapter(chapter, student)]
-        runs = _execute_all([(p, chapters) for p in paths], timeout, workers)
-    for run in runs:
-        name = run.path.name
-        if run.failure:
-            problems.append(f"{name}: did not run to the end: {run.failure}")
-        for error in run.errors:
-            if error["ename"] != "NotImplementedError":
-                problems.append(
-                    f"{name}, cell {error['cell']}: raised {error['ename']}: {error['evalue']}"
-                )
-        for report in run.reports:
-            if report["passed"] or report["diagnosis"] != "not_implemented":
-                problems.append(
-                    f"{name}, cell {report['cell']}: {report['check']}({report['subject']}) "
-                    f"gave '{report['diagnosis'] or 'passed'}' on the student version, "
-                    "expected 'not_implemented'"
-                )
-        stubs = sum(e["ename"] == "NotImplementedError" for e in run.errors)
-        print(
-            f"{name}: {run.seconds:.1f} s, {stubs} cells stopped at a stub, "
-            f"{len(run.reports)} checks reported"
-        )
+        for run in _execute_all([(p, chapters) for p in paths], timeout, workers):
+            problems += _student_run_problems(run)
+    return problems
+
+
+def _student_run_problems(run: Execution) -> list[str]:
+    """What is wrong with one executed student notebook (and a one-line progress report)."""
+    problems = []
+    name = run.path.name
+    if run.failure:
+        problems.append(f"{name}: did not run to the end: {run.failure}")
+    for error in run.errors:
+        if error["ename"] != "NotImplementedError":
+            problems.append(
+                f"{name}, cell {error['cell']}: raised {error['ename']}: {error['evalue']}"
+            )
+    for report in run.reports:
+        if report["passed"] or report["diagnosis"] != "not_implemented":
+            problems.append(
+                f"{name}, cell {report['cell']}: {report['check']}({report['subject']}) "
+                f"gave '{report['diagnosis'] or 'passed'}' on the student version, "
+                "expected 'not_implemented'"
+            )
+    stubs = sum(e["ename"] == "NotImplementedError" for e in run.errors)
+    print(
+        f"{name}: {run.seconds:.1f} s, {stubs} cells stopped at a stub, "
+        f"{len(run.reports)} checks reported",
+        flush=True,
+    )
     return problems
 
 
