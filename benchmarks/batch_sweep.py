@@ -4,7 +4,7 @@
         [--repeats 3] [--threads 1] [--seed 2026]
 
 For each workload and batch size B, B different prompts are decoded together,
-greedy, with the n-gram drafter (``FastNgramDrafter``, the library's rule with a
+greedy, with the n-gram drafter (``NgramDrafter``, the library's rule with a
 C-speed search): plainly (``generate_batch``: one target pass per token for the
 whole batch) and speculatively (``speculative_generate_batch``: one target pass
 per round for the whole batch, k+1 positions per request,
@@ -40,7 +40,6 @@ from specdec_lib import (
 )
 from specdec_lib.batched import generate_batch, speculative_generate_batch
 from specdec_lib.bench import machine_stamp
-from specdec_lib.fast_ngram import FastNgramDrafter
 
 OUT = Path(__file__).parent / "results" / "batch_sweep.json"
 
@@ -83,7 +82,7 @@ def main() -> None:
 
     def spec(w: str, b: int, stats: SpeculationStats | None = None) -> list[list[int]]:
         return speculative_generate_batch(
-            target, FastNgramDrafter, prompts[w][:b], params, k=args.k, stats=stats
+            target, NgramDrafter, prompts[w][:b], params, k=args.k, stats=stats
         )
 
     start = time.perf_counter()
@@ -149,7 +148,7 @@ def main() -> None:
             f"--repeats {args.repeats} --threads {args.threads} --seed {args.seed}"
         ),
         "k": args.k,
-        "drafter": FastNgramDrafter().name,
+        "drafter": NgramDrafter().name,
         "tokens_per_request": args.tokens,
         "repeats": args.repeats,
         "seed": args.seed,

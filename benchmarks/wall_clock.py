@@ -21,7 +21,7 @@ PyTorch runs on ``--threads`` threads (default 1): TinyGPT's matrices are too
 small for threading to pay, and one thread makes the measurement less sensitive
 to other work on the machine.
 
-The n-gram drafter is :class:`~specdec_lib.fast_ngram.FastNgramDrafter` (the
+The n-gram drafter is :class:`~specdec_lib.fast_ngram.NgramDrafter` (the
 library's rule searched with ``bytes.rfind``; identical proposals); one row,
 ``ngram-numpy k=8``, runs the library's NumPy ``NgramDrafter`` to show what the
 slower search costs.
@@ -56,7 +56,6 @@ from specdec_lib import (
     workload_prompts,
 )
 from specdec_lib.bench import machine_stamp, time_median
-from specdec_lib.fast_ngram import FastNgramDrafter
 from specdec_lib.generate import AdaptiveK
 from specdec_lib.theory import (
     conditional_acceptance,
@@ -79,12 +78,12 @@ def make_methods(target, draft, ngram_ks, draft_ks) -> dict[str, dict]:
     """name -> how to run it (drafter factory, k, adaptive policy)."""
     methods: dict[str, dict] = {"plain": {"drafter": None}}
     for k in ngram_ks:
-        methods[f"ngram k={k}"] = {"drafter": "ngram", "make": FastNgramDrafter, "k": k}
+        methods[f"ngram k={k}"] = {"drafter": "ngram", "make": NgramDrafter, "k": k}
     # the library's NumPy statement of the same rule: same tokens, more overhead per round
     methods["ngram-numpy k=8"] = {"drafter": "ngram", "make": NgramDrafter, "k": 8, "numpy": True}
     methods["ngram adaptive"] = {
         "drafter": "ngram",
-        "make": FastNgramDrafter,
+        "make": NgramDrafter,
         "k": ADAPTIVE_START,
         "adaptive": ADAPTIVE,
     }
@@ -134,7 +133,7 @@ def cost_ratios(target, draft, prompt: list[int], ks: list[int], repeats: int) -
             return time_median(step, repeats=repeats, warmup=5).median
 
     one = pass_time(target, 1)
-    ngram, numpy_ngram = FastNgramDrafter(), NgramDrafter()
+    ngram, numpy_ngram = NgramDrafter(), NgramDrafter()
     # a proposal after the prompt: the drafter's per-round cost
     t_ngram = time_median(lambda: ngram.propose(prompt, 8), repeats=repeats, warmup=5).median
     t_numpy = time_median(lambda: numpy_ngram.propose(prompt, 8), repeats=repeats, warmup=5).median

@@ -25,12 +25,12 @@ from dataclasses import dataclass
 _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
 _PREPOSITIONS = ["near", "with", "under", "over", "by"]
-_FUNCTION_WORDS = {"the", "a", "of", "and", "near", "with", "under", "over", "by", "to", "is"}
+FUNCTION_WORDS = {"the", "a", "of", "and", "near", "with", "under", "over", "by", "to", "is"}
 
 
 def _make_words(rng: random.Random, n: int, min_syl: int, max_syl: int) -> list[str]:
     words: list[str] = []
-    seen = set(_FUNCTION_WORDS)
+    seen = set(FUNCTION_WORDS)
     while len(words) < n:
         syllables = rng.randint(min_syl, max_syl)
         word = "".join(rng.choice(_CONSONANTS) + rng.choice(_VOWELS) for _ in range(syllables))
@@ -99,7 +99,7 @@ def passage(rng: random.Random, min_chars: int, max_chars: int) -> str:
 def light_edit(rng: random.Random, text: str) -> str:
     """Replace one content word with another: the kind of edit a reviser makes."""
     words = text.split(" ")
-    candidates = [i for i, w in enumerate(words) if w.strip(".!?").lower() not in _FUNCTION_WORDS]
+    candidates = [i for i, w in enumerate(words) if w.strip(".!?").lower() not in FUNCTION_WORDS]
     i = rng.choice(candidates)
     tail = words[i][len(words[i].rstrip(".!?")) :]
     words[i] = rng.choice(LEXICON["noun"]) + tail
@@ -107,12 +107,14 @@ def light_edit(rng: random.Random, text: str) -> str:
 
 
 COPY_MARKERS = ("Quote", "Repeat")
+OTHER_MARKERS = ("Text", "Edit", "Note")
+# Passage length of the "copy" workload, in characters.
 PASSAGE_CHARS = (300, 400)
 
 
-def copy_document(rng: random.Random) -> str:
+def copy_document(rng: random.Random, passage_chars: tuple[int, int] = PASSAGE_CHARS) -> str:
     """A passage followed by a verbatim or lightly edited copy of it."""
-    text = passage(rng, *PASSAGE_CHARS)
+    text = passage(rng, *passage_chars)
     r = rng.random()
     if r < 0.2:
         return f"Text: {text}\nEdit: {light_edit(rng, text)}\n"
@@ -125,12 +127,21 @@ def novel_document(rng: random.Random) -> str:
     return f"Note: {passage(rng, 200, 900)}\n"
 
 
-def training_text(rng: random.Random, min_chars: int) -> str:
-    """Documents, about half of each kind, separated by blank lines."""
+def training_text(
+    rng: random.Random,
+    min_chars: int,
+    copy_share: float = 0.5,
+    passage_chars: tuple[int, int] = PASSAGE_CHARS,
+) -> str:
+    """Documents separated by blank lines, a ``copy_share`` of them copy documents."""
     docs: list[str] = []
     total = 0
     while total < min_chars:
-        doc = copy_document(rng) if rng.random() < 0.5 else novel_document(rng)
+        if rng.random() < copy_share:
+            shortest = rng.randint(*passage_chars)
+            doc = copy_document(rng, (shortest, shortest + 100))
+        else:
+            doc = novel_document(rng)
         docs.append(doc)
         total += len(doc) + 1
     return "\n".join(docs)
@@ -150,8 +161,10 @@ WORKLOADS = ("copy", "novel")
 def workload_examples(name: str, n: int, seed: int) -> list[Example]:
     """``n`` prompts of workload ``name`` with their reference continuations.
 
-    ``copy``: ``"Text: <passage>\\nQuote: "``; the reference is the passage again.
+    ``copy``: ``"Text: <passage>\\nQuote:"``; the reference is ``" <passage>"`` again.
     ``novel``: ``"Note: <prose>"`` cut mid-paragraph; the reference is fresh prose.
+    A prompt never ends in a space: the space belongs to the next word's token (``" The"``),
+    so a prompt ending in a bare space would ask for a token sequence training never saw.
     Deterministic in ``seed``; seeded apart from all training text.
     """
     if name not in WORKLOADS:
@@ -163,11 +176,11 @@ def workload_examples(name: str, n: int, seed: int) -> list[Example]:
     for _ in range(n):
         if name == "copy":
             text = passage(rng, *PASSAGE_CHARS)
-            examples.append(Example(f"Text: {text}\nQuote: ", text))
+            examples.append(Example(f"Text: {text}\nQuote:", f" {text}"))
         else:
             head = passage(rng, 250, 350)
             tail = passage(rng, 300, 400)
-            examples.append(Example(f"Note: {head} ", tail))
+            examples.append(Example(f"Note: {head}", f" {tail}"))
     return examples
 
 

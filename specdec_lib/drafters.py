@@ -20,10 +20,12 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
-from numpy.lib.stride_tricks import sliding_window_view
 
 from .model import KVCache, TinyGPT
 from .sampling import SamplingParams, process_logits, sample
+from .tokenizer import Tokenizer
+
+VOCAB_SIZE = Tokenizer().vocab_size
 
 
 @dataclass(frozen=True)
@@ -67,31 +69,41 @@ class NgramDrafter:
     """Prompt lookup: copy what followed the latest earlier occurrence of the suffix.
 
     Tries suffix lengths from ``max_n`` down to ``min_n`` and uses the longest that
-    occurred before; among its occurrences, the latest. Byte tokens make short
-    n-grams ambiguous ("the" is everywhere), hence ``min_n=3`` by default.
+    occurred before; among its occurrences, the latest. With word tokens a single
+    token already says a lot (a content word is nearly unique in its passage), but
+    function words (" the", " of") are everywhere, so a one-token match is only the
+    last resort.
     """
 
-    def __init__(self, max_n: int = 8, min_n: int = 3, vocab_size: int = 256) -> None:
+    def __init__(self, max_n: int = 4, min_n: int = 1, vocab_size: int = VOCAB_SIZE) -> None:
         if isinstance(min_n, bool) or not isinstance(min_n, int) or min_n < 1:
             raise ValueError(f"min_n must be an integer >= 1, got {min_n!r}")
         if isinstance(max_n, bool) or not isinstance(max_n, int) or max_n < min_n:
             raise ValueError(f"max_n must be an integer >= min_n={min_n}, got {max_n!r}")
+        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
+            raise ValueError(f"vocab_size must be an integer >= 1, got {vocab_size!r}")
         self.max_n = max_n
         self.min_n = min_n
         self.vocab_size = vocab_size
         self.name = f"n-gram (n={min_n}..{max_n})"
 
     def find_match(self, context: Sequence[int]) -> tuple[int, int] | None:
-        """``(start, n)`` of the latest earlier occurrence of the longest matching suffix."""
-        ctx = np.asarray(context, dtype=np.int64)
-        L = len(ctx)
+        """``(start, n)`` of the latest earlier occurrence of the longest matching suffix.
+
+        The search runs every round, so it runs at C speed: each id becomes 4 bytes and
+        ``bytes.rfind`` looks for the suffix's bytes, accepting a hit only where it starts
+        on a token boundary. The search ends before the last token, so every match has a
+        token after it to propose, and the suffix is never its own match.
+        """
+        L = len(context)
+        data = np.asarray(context, dtype=">u4").tobytes()  # token i is data[4i : 4i + 4]
         for n in range(min(self.max_n, L - 1), self.min_n - 1, -1):
-            # Windows of ctx[:-1] all end before the last token, so each one has a
-            # follower to propose, and the suffix itself is never its own match.
-            windows = sliding_window_view(ctx[: L - 1], n)  # (L - n, n)
-            hits = np.flatnonzero((windows == ctx[L - n :]).all(axis=1))
-            if hits.size:
-                return int(hits[-1]), n
+            suffix = data[4 * (L - n) :]
+            end = 4 * (L - 1)
+            while (hit := data.rfind(suffix, 0, end)) >= 0:
+                if hit % 4 == 0:
+                    return hit // 4, n
+                end = hit + len(suffix) - 1  # a hit across a token boundary: look earlier
         return None
 
     def propose(

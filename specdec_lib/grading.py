@@ -52,7 +52,7 @@ import torch
 from .drafters import DraftModelDrafter, NgramDrafter, one_hot_probs
 from .sampling import SamplingParams, process_logits
 from .stats import exact_first_token_distribution
-from .verify import _target_distribution
+from .verify import target_distribution
 from .verify import accept_greedy as _library_accept_greedy
 
 __all__ = [
@@ -1108,7 +1108,7 @@ def _probe_one_hot(runner: _SampledRunner, ev: dict, findings: _Findings) -> Non
     ]
     n_d = sum(y == d for y in first)
     exact = float(exact_first_token_distribution(p, q[0])[d])  # = p(d): the rule is exact
-    exact_biased = float(exact_first_token_distribution(p, q[0], _target_distribution)[d])
+    exact_biased = float(exact_first_token_distribution(p, q[0], target_distribution)[d])
     z = _z(n_d, len(first), exact)
     _, pvalue = _chi_square(first, p)
     ev["one-hot draft: P(drafted token)"] = (

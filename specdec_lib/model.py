@@ -1,17 +1,37 @@
-"""TinyGPT: a GPT-2-shaped decoder small enough to train and run on one CPU core.
+"""TinyGPT: a Llama-shaped decoder small enough to train and run on one CPU core.
 
-The layout follows GPT-2 name for name (``transformer.wte``, ``transformer.h.0.attn.c_attn``,
-``transformer.ln_f``, tied ``lm_head``), so a reader who knows GPT-2 or nanoGPT can
-find every tensor. One difference: GPT-2 stores its projections as ``Conv1D``
-(weight shape ``(in, out)``); we use ``nn.Linear`` (``(out, in)``), so a GPT-2
-checkpoint maps onto this model by name with those weights transposed.
+The shape is Llama's: RMSNorm before each sub-layer, rotary position embeddings on
+queries and keys, a SwiGLU MLP, no biases anywhere, and the output head tied to the
+token embedding (one matrix, stored once). Parameter names map one to one onto
+Hugging Face's ``LlamaForCausalLM``::
 
-The KV cache is static, in the style of gpt-fast: keys and values are written
-*by position* into a buffer the size of the context window, and each sequence
-keeps its own length. Rolling back rejected draft tokens is then nothing more
-than lowering a length: the stale entries beyond it are masked out and later
-overwritten. Per-sequence lengths are what make batched verification possible,
-where every sequence in the batch accepts a different number of tokens.
+    model.embed_tokens.weight                       (vocab_size, n_embd)
+    model.layers.{i}.input_layernorm.weight         (n_embd,)
+    model.layers.{i}.self_attn.{q,k,v,o}_proj.weight  (n_embd, n_embd)
+    model.layers.{i}.post_attention_layernorm.weight  (n_embd,)
+    model.layers.{i}.mlp.{gate,up}_proj.weight       (n_hidden, n_embd)
+    model.layers.{i}.mlp.down_proj.weight            (n_embd, n_hidden)
+    model.norm.weight                               (n_embd,)
+    lm_head.weight                                  tied to model.embed_tokens.weight
+
+Rotary uses Llama's "rotate half" layout, so a Hugging Face checkpoint of this shape
+loads by name. The one addition, switched by ``ModelConfig.smear_keys``, is
+``model.layers.{i}.self_attn.k_smear`` (n_head,): each head's key at position j is
+mixed with the key at j - 1. Copying a passage needs an *induction head*: attend to
+the place just after an earlier occurrence of the current token. A large model
+builds it from two heads in two layers (one that looks at the previous token, one
+that matches on what it found), and the pair forms late in training. Smearing gives
+every key the previous token for free, so one head can match "the token before
+you was mine" directly; a small model on a CPU budget learns to copy within a few
+hundred steps instead of not at all (see ``specdec_lib.train``).
+
+The KV cache is static, in the style of gpt-fast: rotated keys and values are written
+*by position* into buffers the size of the context window, and each sequence keeps
+its own length. Rolling back rejected draft tokens is nothing more than lowering a
+length: stale entries beyond it are masked out and later overwritten. The smear is
+applied when attending, from the cached keys, so it needs no cache of its own and
+rollback stays a change of length. Per-sequence lengths are what make batched
+verification possible, where every sequence accepts a different number of tokens.
 """
 
 from __future__ import annotations
@@ -28,22 +48,31 @@ import torch.nn.functional as F
 class ModelConfig:
     """Shape of a TinyGPT. Frozen: a config is a fact about shipped weights."""
 
-    block_size: int = 768  # context window, in tokens (bytes)
-    vocab_size: int = 256
+    block_size: int = 512  # context window, in tokens
+    vocab_size: int = 2978
     n_layer: int = 4
     n_head: int = 4
     n_embd: int = 128
+    n_hidden: int = 384  # SwiGLU width (Llama: about 8/3 of n_embd)
+    rope_theta: float = 10000.0
+    smear_keys: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd"):
+        for name in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd", "n_hidden"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if self.n_embd % self.n_head:
+        if self.n_embd % self.n_head or (self.n_embd // self.n_head) % 2:
             raise ValueError(
-                f"n_embd must be a multiple of n_head, got n_embd={self.n_embd}, "
+                f"n_embd / n_head must be an even integer, got n_embd={self.n_embd}, "
                 f"n_head={self.n_head}"
             )
+        if not self.rope_theta > 1:
+            raise ValueError(f"rope_theta must be > 1, got {self.rope_theta!r}")
+
+    @property
+    def head_size(self) -> int:
+        return self.n_embd // self.n_head
 
 
 class KVCache:
@@ -55,10 +84,9 @@ class KVCache:
     """
 
     def __init__(self, config: ModelConfig, batch_size: int = 1) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        hs = config.n_embd // config.n_head
-        shape = (batch_size, config.n_head, config.block_size, hs)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        shape = (batch_size, config.n_head, config.block_size, config.head_size)
         self.config = config
         self.k = [torch.zeros(shape) for _ in range(config.n_layer)]
         self.v = [torch.zeros(shape) for _ in range(config.n_layer)]
@@ -83,25 +111,66 @@ class KVCache:
         self.lengths = new
 
 
-class CausalSelfAttention(nn.Module):
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+def rotary_tables(config: ModelConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin, each (block_size, head_size), in Llama's rotate-half layout."""
+    hs = config.head_size
+    inv_freq = 1.0 / config.rope_theta ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
+    angles = torch.arange(config.block_size, dtype=torch.float64)[:, None] * inv_freq[None]
+    angles = torch.cat([angles, angles], dim=-1)  # (block_size, hs)
+    return angles.cos().float(), angles.sin().float()
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x`` (B, nh, T, hs) by its positions' angles; cos/sin are (B, 1, T, hs)."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin
+
+
+def smear(keys: torch.Tensor, logit: torch.Tensor) -> torch.Tensor:
+    """Mix each key (B, nh, L, hs) with the one before it, a learned share per head."""
+    mix = torch.sigmoid(logit)[None, :, None, None]  # (1, nh, 1, 1)
+    previous = torch.cat([keys[:, :, :1], keys[:, :, :-1]], dim=2)  # position 0 keeps its own
+    return mix * keys + (1 - mix) * previous
+
+
+class Attention(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.n_head = config.n_head
-        self.n_embd = config.n_embd
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
-        self.c_proj = nn.Linear(config.n_embd, config.n_embd)
+        self.q_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
+        self.k_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
+        self.v_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
+        self.o_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
+        self.k_smear = nn.Parameter(torch.zeros(config.n_head)) if config.smear_keys else None
 
     def forward(
-        self, x: torch.Tensor, cache: KVCache | None, layer: int, pos: torch.Tensor | None
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        cache: KVCache | None,
+        layer: int,
+        pos: torch.Tensor,
     ) -> torch.Tensor:
         B, T, C = x.shape
         hs = C // self.n_head
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        q = q.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
-        k = k.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
-        v = v.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.k_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        v = self.v_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         if cache is None:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, nh, T, hs)
+            keys, values, mask = k, v, None
         else:
             rows = torch.arange(B)[:, None]  # (B, 1)
             cache.k[layer][rows, :, pos] = k.transpose(1, 2)  # write (B, T, nh, hs) by position
@@ -110,69 +179,65 @@ class CausalSelfAttention(nn.Module):
             keys = cache.k[layer][:, :, :L]  # (B, nh, L, hs)
             values = cache.v[layer][:, :, :L]  # (B, nh, L, hs)
             # Query at position p sees keys 0..p of its own sequence, nothing stale.
-            mask = torch.arange(L)[None, None, :] <= pos[:, :, None]  # (B, T, L)
-            y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask[:, None])
+            mask = (torch.arange(L)[None, None, :] <= pos[:, :, None])[:, None]  # (B, 1, T, L)
+        if self.k_smear is not None:
+            keys = smear(keys, self.k_smear)
+        y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=mask is None)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
-        return self.c_proj(y)
+        return self.o_proj(y)
 
 
 class MLP(nn.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
-        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
+        self.gate_proj = nn.Linear(config.n_embd, config.n_hidden, bias=False)
+        self.up_proj = nn.Linear(config.n_embd, config.n_hidden, bias=False)
+        self.down_proj = nn.Linear(config.n_hidden, config.n_embd, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
-class Block(nn.Module):
-    """Pre-LayerNorm transformer block, as in GPT-2."""
+class DecoderLayer(nn.Module):
+    """Pre-norm block, as in Llama: x + attn(norm(x)), then x + mlp(norm(x))."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.ln_1 = nn.LayerNorm(config.n_embd)
-        self.attn = CausalSelfAttention(config)
-        self.ln_2 = nn.LayerNorm(config.n_embd)
+        self.input_layernorm = RMSNorm(config.n_embd)
+        self.self_attn = Attention(config)
+        self.post_attention_layernorm = RMSNorm(config.n_embd)
         self.mlp = MLP(config)
 
-    def forward(
-        self, x: torch.Tensor, cache: KVCache | None, layer: int, pos: torch.Tensor | None
-    ) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x), cache, layer, pos)
-        return x + self.mlp(self.ln_2(x))
+    def forward(self, x, cos, sin, cache, layer, pos) -> torch.Tensor:  # noqa: ANN001
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, layer, pos)
+        return x + self.mlp(self.post_attention_layernorm(x))
 
 
 class TinyGPT(nn.Module):
-    """GPT-2-shaped decoder: learned positions, pre-LN blocks, GELU MLP, tied embeddings."""
+    """Llama-shaped decoder: RMSNorm, rotary positions, SwiGLU, no biases, tied embeddings."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
-        self.transformer = nn.ModuleDict(
+        self.model = nn.ModuleDict(
             dict(
-                wte=nn.Embedding(config.vocab_size, config.n_embd),
-                wpe=nn.Embedding(config.block_size, config.n_embd),
-                h=nn.ModuleList(Block(config) for _ in range(config.n_layer)),
-                ln_f=nn.LayerNorm(config.n_embd),
+                embed_tokens=nn.Embedding(config.vocab_size, config.n_embd),
+                layers=nn.ModuleList(DecoderLayer(config) for _ in range(config.n_layer)),
+                norm=RMSNorm(config.n_embd),
             )
         )
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
-        self.lm_head.weight = self.transformer.wte.weight  # tied, as in GPT-2
-        self.apply(self._init_weights)
-        # GPT-2: scale residual projections by 1/sqrt(2 * n_layer).
+        self.lm_head.weight = self.model.embed_tokens.weight  # tied
+        cos, sin = rotary_tables(config)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
         for name, p in self.named_parameters():
-            if name.endswith("c_proj.weight"):
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
-
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if p.dim() == 2:
+                # GPT-2's rule: residual-branch outputs scaled by 1/sqrt(2 * n_layer).
+                scale = 1 / math.sqrt(2 * config.n_layer) if name.endswith(("o_proj.weight", "down_proj.weight")) else 1
+                nn.init.normal_(p, mean=0.0, std=0.02 * scale)
 
     def num_parameters(self) -> int:
         """Parameters counted once (the tied embedding is not counted twice)."""
@@ -196,20 +261,20 @@ class TinyGPT(nn.Module):
                 raise ValueError(
                     f"sequence length must be <= block_size={self.config.block_size}, got {T}"
                 )
-            pos = None
-            positions = torch.arange(T)[None, :]  # (1, T)
+            pos = torch.arange(T)[None, :].expand(B, T)  # (B, T)
         else:
             if cache.batch_size != B:
                 raise ValueError(f"cache batch size {cache.batch_size} != input batch size {B}")
-            positions = cache.lengths[:, None] + torch.arange(T)[None, :]  # (B, T)
-            if int(positions.max()) >= self.config.block_size:
+            pos = cache.lengths[:, None] + torch.arange(T)[None, :]  # (B, T)
+            if int(pos.max()) >= self.config.block_size:
                 raise ValueError(
                     f"cached length + new tokens must be <= block_size={self.config.block_size}"
                 )
-            pos = positions
-        x = self.transformer.wte(idx) + self.transformer.wpe(positions)  # (B, T, C)
-        for layer, block in enumerate(self.transformer.h):
-            x = block(x, cache, layer, pos)
+        cos = self.rope_cos[pos][:, None]  # (B, 1, T, hs)
+        sin = self.rope_sin[pos][:, None]  # (B, 1, T, hs)
+        x = self.model.embed_tokens(idx)  # (B, T, C)
+        for layer, block in enumerate(self.model.layers):
+            x = block(x, cos, sin, cache, layer, pos)
         if cache is not None:
             cache.lengths = cache.lengths + T
-        return self.lm_head(self.transformer.ln_f(x))  # (B, T, vocab_size)
+        return self.lm_head(self.model.norm(x))  # (B, T, vocab_size)

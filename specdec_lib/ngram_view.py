@@ -154,7 +154,7 @@ class MatchView:
 
 
 def highlight_match(
-    context: Sequence[int] | str, k: int = 4, max_n: int = 8, min_n: int = 3
+    context: Sequence[int] | str, k: int = 4, max_n: int = 4, min_n: int = 1
 ) -> MatchView:
     """Show where :class:`NgramDrafter` finds its match in ``context`` and what it proposes.
 
@@ -170,8 +170,8 @@ def highlight_match(
 def ngram_explorer(
     prompts: Mapping[str, str] | str,
     k: int = 4,
-    max_n: int = 8,
-    min_n: int = 3,
+    max_n: int = 4,
+    min_n: int = 1,
     cut: int | None = None,
 ):
     """An ipywidgets panel: pick a prompt, n, k and how much of it the drafter has seen.

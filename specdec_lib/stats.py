@@ -34,7 +34,7 @@ import torch
 from .sampling import SamplingParams, process_logits
 from .verify import (
     Replacement,
-    _target_distribution,
+    target_distribution,
     accept_sampled,
     accept_sampled_biased,
     residual_distribution,
@@ -45,7 +45,7 @@ Rule = Callable[..., tuple[list[int], int]]
 #: The replacement distribution each library rule draws from after a rejection.
 REPLACEMENTS: dict[Rule, Replacement] = {
     accept_sampled: residual_distribution,
-    accept_sampled_biased: _target_distribution,
+    accept_sampled_biased: target_distribution,
 }
 
 #: Significance level of :func:`distribution_test`. At 1e-3 a correct rule fails

@@ -1,31 +1,100 @@
-"""Byte-level tokenizer: one token per UTF-8 byte, vocabulary of 256.
+"""Word-level tokenizer with byte fallback: the generated language's words are tokens.
 
-Bytes keep the course honest and simple: no merges to train, no unknown
-tokens, and a token boundary is a character boundary for the ASCII text the
-course generates, so a reader can see exactly which characters were drafted.
+Why words and not bytes: a byte matches dozens of earlier places in a passage and is
+mostly predictable from spelling, so a tiny byte-level model gains little from
+copying and barely learns to. A content word of the generated language is nearly
+unique in its passage and costs about six nats unless it is copied, so copying is
+worth learning. Real LLMs use sub-word tokens for the same reason, and counting
+tokens per pass in bytes would flatter a drafter that copies long runs of letters.
+
+The vocabulary, in id order:
+
+* ids 0..255: the 256 bytes, so any string round-trips (non-ASCII text, typos,
+  words the language never made are spelled out byte by byte);
+* then every word of the generated language (lexicon, function words, document
+  markers, the numbers 0..99), each once bare and once with a leading space;
+* then the suffixes ``s`` and ``ed`` (plurals and verb forms are stem + suffix).
+
+Encoding splits text into pieces (`` ?[A-Za-z]+``, `` ?[0-9]+`` or one other
+character); a piece in the vocabulary is one token, a piece that is a known stem plus
+``s``/``ed`` is two, anything else is its UTF-8 bytes. Punctuation and newlines are
+their byte tokens. ``TOKENIZER_VERSION`` names this scheme; weights record it and are
+refused if it differs.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from functools import lru_cache
 
-VOCAB_SIZE = 256
+from .data import COPY_MARKERS, FUNCTION_WORDS, LEXICON, OTHER_MARKERS
+
+TOKENIZER_VERSION = "words-v1"
+SUFFIXES = ("s", "ed")
+_PIECE = re.compile(r" ?[A-Za-z]+| ?[0-9]+|.", re.DOTALL)
+
+
+def _words() -> list[str]:
+    words: list[str] = []
+    for kind in ("noun", "verb", "adj", "name"):
+        words += LEXICON[kind]
+    words += sorted(FUNCTION_WORDS) + [w.capitalize() for w in ("the", "a")]
+    words += list(COPY_MARKERS) + list(OTHER_MARKERS)
+    words += [str(n) for n in range(100)]
+    return list(dict.fromkeys(words))  # unique, order kept
+
+
+@lru_cache(maxsize=1)
+def _tables() -> tuple[tuple[bytes, ...], dict[str, int]]:
+    pieces = [bytes([b]) for b in range(256)]
+    for word in _words():
+        pieces += [word.encode(), b" " + word.encode()]
+    pieces += [s.encode() for s in SUFFIXES]
+    index = {p.decode(): i for i, p in enumerate(pieces) if i >= 256}
+    return tuple(pieces), index
 
 
 class Tokenizer:
-    """Encode text as its UTF-8 bytes and decode byte ids back to text."""
+    """``encode(str) -> list[int]`` and ``decode(list[int]) -> str`` over words and bytes."""
 
-    vocab_size: int = VOCAB_SIZE
+    version: str = TOKENIZER_VERSION
+
+    def __init__(self) -> None:
+        self._pieces, self._index = _tables()
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._pieces)
+
+    def _encode_piece(self, piece: str) -> list[int]:
+        index = self._index
+        if piece in index:
+            return [index[piece]]
+        for suffix in SUFFIXES:
+            stem = piece[: -len(suffix)]
+            if piece.endswith(suffix) and stem in index:
+                return [index[stem], index[suffix]]
+        return list(piece.encode("utf-8"))
 
     def encode(self, text: str) -> list[int]:
         if not isinstance(text, str):
             raise ValueError(f"text must be a str, got {type(text).__name__}")
-        return list(text.encode("utf-8"))
+        ids: list[int] = []
+        for piece in _PIECE.findall(text):
+            ids += self._encode_piece(piece)
+        return ids
 
     def decode(self, token_ids: Sequence[int]) -> str:
-        ids = list(token_ids)
-        for i in ids:
-            if not 0 <= int(i) < VOCAB_SIZE:
-                raise ValueError(f"token_ids must lie in [0, {VOCAB_SIZE - 1}], got {i}")
+        pieces = self._pieces
+        out = []
+        for i in token_ids:
+            if not 0 <= int(i) < len(pieces):
+                raise ValueError(f"token_ids must lie in [0, {len(pieces) - 1}], got {i}")
+            out.append(pieces[int(i)])
         # A cut can fall inside a multi-byte character; show it, do not fail.
-        return bytes(int(i) for i in ids).decode("utf-8", errors="replace")
+        return b"".join(out).decode("utf-8", errors="replace")
+
+    def piece(self, token_id: int) -> str:
+        """The text of one token, for displays that mark token boundaries."""
+        return self.decode([token_id])

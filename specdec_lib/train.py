@@ -3,85 +3,158 @@
     python -m specdec_lib.train            # both models, writes specdec_lib/weights/
     python -m specdec_lib.train --steps 50 --out /tmp/w   # a quick smoke run
 
-Every batch is freshly generated text (``data.training_text``) from a generator
-seeded by the step number, so there is no fixed corpus to memorise and the run
-is reproducible on the same machine and PyTorch version.
+Every batch is freshly generated text (``data.training_text``) from a generator seeded
+by the step number, so there is no fixed corpus to memorise and the run is
+reproducible on the same machine and PyTorch version.
+
+Every ``probe_every`` steps the run measures what chapter 2 plots: teacher-forced
+next-token accuracy over the first tokens of the *quoted* passage of held-out "copy"
+prompts (the copy span, where copying can predict every token) and over the same
+stretch of the *source* passage (where nothing can be copied, so only the language's
+grammar helps). While the model only knows grammar the two are equal; when an
+induction head forms, the copy span pulls away. The curve is written beside the
+weights as ``training_log.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .data import training_text
+from .data import Example, training_text, workload_examples
 from .model import ModelConfig, TinyGPT
+from .tokenizer import Tokenizer
 from .weights import CONFIGS, WEIGHTS_DIR, save_model
+
+# Held-out probe prompts: a workload seed that no chapter, test or benchmark uses.
+PROBE_SEED = 977
+PROBE_PROMPTS = 16
+PROBE_TOKENS = 64
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    steps: int = 1200
-    batch_size: int = 12
-    lr: float = 2e-3
+    steps: int = 3000
+    batch_size: int = 16
+    window: int = 256  # training sequence length, in tokens
+    lr: float = 3e-3
     warmup: int = 100
+    decay: float = 0.2  # the last fifth of the steps decays the learning rate to a tenth
     weight_decay: float = 0.1
+    copy_share: float = 0.8
+    passage_chars: tuple[int, int] = (20, 400)
     seed: int = 0
+    probe_every: int = 100
 
     def __post_init__(self) -> None:
-        if self.steps < 1:
-            raise ValueError(f"steps must be >= 1, got {self.steps}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        for name in ("steps", "batch_size", "window", "probe_every"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not 0 <= self.copy_share <= 1:
+            raise ValueError(f"copy_share must lie in [0, 1], got {self.copy_share}")
+        if not 0 < self.decay <= 1:
+            raise ValueError(f"decay must lie in (0, 1], got {self.decay}")
 
 
 TRAIN_CONFIGS = {
-    "target": TrainConfig(steps=1200, batch_size=12, lr=2e-3),
-    "draft": TrainConfig(steps=1200, batch_size=12, lr=3e-3),
+    "target": TrainConfig(),
+    "draft": TrainConfig(steps=1500, lr=4e-3),
 }
 
 
-def training_batch(seed: int, step: int, batch_size: int, block_size: int) -> torch.Tensor:
-    """(batch_size, block_size + 1) byte ids: random windows of fresh training text."""
-    rng = random.Random(f"train/{seed}/{step}")
+def training_batch(cfg: TrainConfig, step: int, tok: Tokenizer) -> torch.Tensor:
+    """(batch_size, window + 1) token ids: random windows of fresh training text."""
+    rng = random.Random(f"train/{cfg.seed}/{step}")
     rows = []
-    for _ in range(batch_size):
-        text = training_text(rng, 2 * block_size).encode("utf-8")
-        start = rng.randrange(len(text) - block_size - 1)
-        rows.append(list(text[start : start + block_size + 1]))
+    for _ in range(cfg.batch_size):
+        ids = tok.encode(training_text(rng, 6 * cfg.window, cfg.copy_share, cfg.passage_chars))
+        start = rng.randrange(len(ids) - cfg.window - 1)
+        rows.append(ids[start : start + cfg.window + 1])
     return torch.tensor(rows, dtype=torch.long)
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
-    """Linear warm-up, then cosine decay to a tenth of the peak."""
+    """Linear warm-up, a constant plateau, then cosine decay to a tenth over the last part."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
-    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    decay_start = cfg.steps * (1 - cfg.decay)
+    if step < decay_start:
+        return cfg.lr
+    progress = (step - decay_start) / max(1.0, cfg.steps - decay_start)
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def probe_examples() -> list[Example]:
+    return workload_examples("copy", PROBE_PROMPTS, PROBE_SEED)
+
+
+@torch.no_grad()
+def span_accuracy(
+    model: TinyGPT, examples: list[Example], n_tokens: int = PROBE_TOKENS
+) -> dict[str, float]:
+    """Teacher-forced accuracy over the quoted passage (copy) and the source passage.
+
+    A copy prompt is ``"Text: <passage>\\nQuote:"``: the source passage starts right
+    after ``"Text:"`` and the quote after ``"Quote:"``. Both spans are scored over their
+    first ``n_tokens`` tokens, predicted from everything before them.
+    """
+    tok = Tokenizer()
+    hits = {"copy": 0, "source": 0}
+    total = 0
+    was_training = model.training
+    model.eval()
+    for ex in examples:
+        head = tok.encode("Text:")
+        prompt = tok.encode(ex.prompt)
+        quote = source = tok.encode(ex.reference)[:n_tokens]
+        ids = prompt + quote
+        logits = model(torch.tensor([ids]))[0]
+        guess = logits.argmax(-1).tolist()
+        s0, q0 = len(head), len(prompt)
+        hits["source"] += sum(guess[s0 + i - 1] == t for i, t in enumerate(source))
+        hits["copy"] += sum(guess[q0 + i - 1] == t for i, t in enumerate(quote))
+        total += len(quote)
+    model.train(was_training)
+    return {name: h / total for name, h in hits.items()}
 
 
 @dataclass
 class TrainResult:
     model: TinyGPT
     losses: list[float] = field(default_factory=list)
+    curve: list[dict] = field(default_factory=list)
     seconds: float = 0.0
 
 
-def train(model_config: ModelConfig, cfg: TrainConfig, progress: bool = True) -> TrainResult:
-    """Train a fresh TinyGPT; return it with the loss of every step."""
+def train(
+    model_config: ModelConfig,
+    cfg: TrainConfig,
+    progress: bool = True,
+    log_path: Path | None = None,
+) -> TrainResult:
+    """Train a fresh TinyGPT; return it with the loss of every step and the probe curve."""
     torch.manual_seed(cfg.seed)
+    tok = Tokenizer()
+    if model_config.vocab_size != tok.vocab_size:
+        raise ValueError(
+            f"model_config.vocab_size must equal the tokenizer's {tok.vocab_size}, "
+            f"got {model_config.vocab_size}"
+        )
     model = TinyGPT(model_config)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW(
         [
             {"params": decay, "weight_decay": cfg.weight_decay},
@@ -90,12 +163,26 @@ def train(model_config: ModelConfig, cfg: TrainConfig, progress: bool = True) ->
         lr=cfg.lr,
         betas=(0.9, 0.95),
     )
+    examples = probe_examples()
     result = TrainResult(model)
     start = time.perf_counter()
     model.train()
-    bar = tqdm(range(cfg.steps), disable=not progress, desc="training")
+    bar = tqdm(range(cfg.steps + 1), disable=not progress, desc="training")
     for step in bar:
-        batch = training_batch(cfg.seed, step, cfg.batch_size, model_config.block_size)
+        if step % cfg.probe_every == 0 or step == cfg.steps:
+            point = {
+                "step": step,
+                "seconds": round(time.perf_counter() - start, 1),
+                "loss": round(sum(result.losses[-50:]) / max(1, len(result.losses[-50:])), 4),
+                **{k: round(v, 4) for k, v in span_accuracy(model, examples).items()},
+            }
+            result.curve.append(point)
+            bar.write(json.dumps(point))
+            if log_path is not None:
+                log_path.write_text(json.dumps(result.curve, indent=1) + "\n")
+        if step == cfg.steps:
+            break
+        batch = training_batch(cfg, step, tok)
         x, y = batch[:, :-1], batch[:, 1:]
         logits = model(x)
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
@@ -106,7 +193,7 @@ def train(model_config: ModelConfig, cfg: TrainConfig, progress: bool = True) ->
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         result.losses.append(loss.item())
-        if step % 50 == 0:
+        if step % 20 == 0:
             bar.set_postfix(loss=f"{loss.item():.3f}")
     model.eval()
     result.seconds = time.perf_counter() - start
@@ -124,16 +211,19 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
     args = parser.parse_args()
     torch.use_deterministic_algorithms(True)
+    args.out.mkdir(parents=True, exist_ok=True)
     for name in args.models:
         cfg = TRAIN_CONFIGS[name]
         if args.steps is not None:
-            cfg = TrainConfig(**{**cfg.__dict__, "steps": args.steps})
-        result = train(CONFIGS[name], cfg)
+            cfg = TrainConfig(**{**asdict(cfg), "steps": args.steps})
+        log_path = args.out / f"training_log_{name}.json"
+        result = train(CONFIGS[name], cfg, log_path=log_path)
         info = {
-            "train_config": cfg.__dict__,
+            "train_config": asdict(cfg),
             "final_loss": sum(result.losses[-50:]) / len(result.losses[-50:]),
             "train_seconds": round(result.seconds, 1),
             "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
             "command": "python -m specdec_lib.train",
         }
         path = save_model(result.model, name, info, args.out)

@@ -105,7 +105,7 @@ def acceptance_probability(p_x: float, q_x: float) -> float:
 Replacement = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def _verify_sampled(
+def verify_with_replacement(
     target_logits: torch.Tensor,
     draft_probs: torch.Tensor,
     proposed: Sequence[int],
@@ -113,6 +113,9 @@ def _verify_sampled(
     generator: torch.Generator | None,
     replacement: Replacement,
 ) -> tuple[list[int], int]:
+    """The sampled verification loop, with the distribution drawn from after a rejection
+    as a parameter: the correct and the biased rule are this loop with one argument changed.
+    """
     ids = _check_proposed(proposed, target_logits.shape[-1])
     _check_target_logits(target_logits, len(ids))
     check_draft_probs(draft_probs, ids, target_logits.shape[-1])
@@ -139,12 +142,13 @@ def accept_sampled(
     ``draft_probs`` (k, V) the distributions the k ``proposed`` tokens were drawn
     from (one-hot for a deterministic drafter), already processed by the drafter.
     """
-    return _verify_sampled(
+    return verify_with_replacement(
         target_logits, draft_probs, proposed, params, generator, residual_distribution
     )
 
 
-def _target_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+def target_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """The biased rule's replacement: the target's own distribution, ignoring q."""
     return p
 
 
@@ -162,6 +166,6 @@ def accept_sampled_biased(
     output leans towards what the drafter liked. For a one-hot drafter proposing d,
     P(d) = p + (1 - p)·p = p(2 - p) instead of p. Never use it to generate.
     """
-    return _verify_sampled(
-        target_logits, draft_probs, proposed, params, generator, _target_distribution
+    return verify_with_replacement(
+        target_logits, draft_probs, proposed, params, generator, target_distribution
     )

@@ -16,13 +16,18 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from .model import ModelConfig, TinyGPT
+from .tokenizer import Tokenizer
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
 MANIFEST = "manifest.json"
 MODEL_NAMES = ("target", "draft")
 
-TARGET_CONFIG = ModelConfig(block_size=768, n_layer=4, n_head=4, n_embd=128)
-DRAFT_CONFIG = ModelConfig(block_size=768, n_layer=2, n_head=2, n_embd=64)
+_VOCAB = Tokenizer().vocab_size
+TARGET_CONFIG = ModelConfig(vocab_size=_VOCAB, n_layer=4, n_head=4, n_embd=128, n_hidden=384)
+# The draft: one layer, a quarter of the width, no smeared keys (it is not meant to copy).
+DRAFT_CONFIG = ModelConfig(
+    vocab_size=_VOCAB, n_layer=1, n_head=2, n_embd=64, n_hidden=192, smear_keys=False
+)
 CONFIGS = {"target": TARGET_CONFIG, "draft": DRAFT_CONFIG}
 # Seeds of the untrained (random) models, so trained=False is reproducible too.
 INIT_SEEDS = {"target": 1234, "draft": 5678}
@@ -33,7 +38,7 @@ def sha256(path: Path) -> str:
 
 
 def _state_dict_for_saving(model: TinyGPT) -> dict[str, torch.Tensor]:
-    # lm_head.weight is the same tensor as wte.weight; store it once.
+    # lm_head.weight is the same tensor as embed_tokens.weight; store it once.
     sd = model.state_dict()
     return {k: v.contiguous() for k, v in sd.items() if k != "lm_head.weight"}
 
@@ -49,6 +54,7 @@ def save_model(model: TinyGPT, name: str, info: dict, directory: Path = WEIGHTS_
         "file": path.name,
         "sha256": sha256(path),
         "config": asdict(model.config),
+        "tokenizer": Tokenizer.version,
         **info,
     }
     manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
@@ -69,9 +75,19 @@ def load_model(name: str, trained: bool = True, directory: Path = WEIGHTS_DIR) -
     if name not in MODEL_NAMES:
         raise ValueError(f"name must be one of {MODEL_NAMES}, got {name!r}")
     if not trained:
-        torch.manual_seed(INIT_SEEDS[name])
-        return TinyGPT(CONFIGS[name]).eval()
+        # Seed a private generator's worth of state without disturbing the caller's.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(INIT_SEEDS[name])
+            return TinyGPT(CONFIGS[name]).eval()
     entry = read_manifest(directory)[name]
+    tok = Tokenizer()
+    if entry.get("tokenizer") != tok.version or entry["config"]["vocab_size"] != tok.vocab_size:
+        raise ValueError(
+            f"weights {name!r} were trained for tokenizer {entry.get('tokenizer')!r} with "
+            f"vocab_size {entry['config']['vocab_size']}, but the library's tokenizer is "
+            f"{tok.version!r} with vocab_size {tok.vocab_size}: retrain with "
+            "`python -m specdec_lib.train`"
+        )
     path = directory / entry["file"]
     digest = sha256(path)
     if digest != entry["sha256"]:
@@ -81,6 +97,6 @@ def load_model(name: str, trained: bool = True, directory: Path = WEIGHTS_DIR) -
         )
     model = TinyGPT(ModelConfig(**entry["config"]))
     state = load_file(str(path))
-    state["lm_head.weight"] = state["transformer.wte.weight"]
+    state["lm_head.weight"] = state["model.embed_tokens.weight"]
     model.load_state_dict(state)
     return model.eval()

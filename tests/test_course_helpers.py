@@ -15,6 +15,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from specdec_lib import Tokenizer, speculative_generate  # noqa: E402
+from specdec_lib.data import LEXICON  # noqa: E402
 from specdec_lib.display import render_rounds  # noqa: E402
 from specdec_lib.notebook import _plain, glue, in_colab, show_source  # noqa: E402
 from specdec_lib.plotting import check_figure, new_figure, use_course_style  # noqa: E402
@@ -105,12 +106,13 @@ def test_show_source_fences_code_that_itself_contains_backticks():
 
 def test_rounds_show_accepted_rejected_correction_and_bonus_tokens():
     tok = Tokenizer()
-    log = [rec(tok, "the ", 4, "the c"), rec(tok, "at s", 2, "at\n")]
+    a, b, c = (" " + w for w in LEXICON["noun"][:3])  # one token each
+    log = [rec(tok, f" the{a}", 2, f" the{a}{b}"), rec(tok, f"{c} of", 1, f"{c}\n")]
     view = render_rounds(log, tok)
     first, second = view.rounds
-    assert (first.accepted, first.rejected, first.kind) == (tok.encode("the "), [], "bonus")
+    assert (first.accepted, first.rejected, first.kind) == (tok.encode(f" the{a}"), [], "bonus")
     assert (second.rejected, second.target_token, second.kind) == (
-        tok.encode(" s"),
+        tok.encode(" of"),
         tok.encode("\n"),
         "correction",
     )
@@ -118,8 +120,8 @@ def test_rounds_show_accepted_rejected_correction_and_bonus_tokens():
     assert "line-through" in html and "Key:" in html
     assert "background:#ffffff" in html  # opaque card: readable on light and dark themes
     text = repr(view)
-    assert "[the ]<+c>" in text and "[at]~ s~<↵>" in text
-    assert view.n_emitted == 8
+    assert f"[ the{a}]<+{b}>" in text and f"[{c}]~ of~<↵>" in text
+    assert view.n_emitted == 5
 
 
 def test_a_round_cut_short_by_max_tokens_has_no_target_token():

@@ -1,7 +1,10 @@
+import random
+
 import pytest
 import torch
 
 from specdec_lib import Drafter, DraftModelDrafter, NgramDrafter, SamplingParams, TinyGPT
+from specdec_lib.drafters import VOCAB_SIZE
 from specdec_lib.model import ModelConfig
 
 GREEDY = SamplingParams()
@@ -16,7 +19,7 @@ def test_ngram_drafter_copies_what_followed_the_longest_latest_match():
     context = ids("abcXY abdZW abc")
     proposal = drafter.propose(context, 2, GREEDY)
     assert bytes(proposal.tokens) == b"XY"  # "abc" (n=3) beats the later "ab" (n=2)
-    assert proposal.probs.shape == (2, 256)
+    assert proposal.probs.shape == (2, VOCAB_SIZE)
     assert proposal.probs.sum(-1).tolist() == [1.0, 1.0]
     assert proposal.draft_passes == 0
 
@@ -27,8 +30,8 @@ def test_ngram_drafter_prefers_the_latest_occurrence():
 
 
 def test_ngram_drafter_proposes_nothing_without_a_match():
-    proposal = NgramDrafter().propose(ids("no repeats here"), 4, GREEDY)
-    assert proposal.tokens == [] and proposal.probs.shape == (0, 256)
+    proposal = NgramDrafter().propose(ids("no repeat"), 4, GREEDY)
+    assert proposal.tokens == [] and proposal.probs.shape == (0, VOCAB_SIZE)
 
 
 def test_ngram_drafter_proposes_at_most_k_and_stops_at_the_end_of_the_context():
@@ -44,6 +47,36 @@ def test_ngram_drafter_validates_its_settings():
         NgramDrafter(max_n=2, min_n=3)
     with pytest.raises(ValueError, match="k must"):
         NgramDrafter().propose([1, 2, 3], -1, GREEDY)
+
+
+def latest_longest_match(context: list[int], max_n: int, min_n: int) -> tuple[int, int] | None:
+    """The rule as plainly as it can be written: an oracle for the byte search."""
+    L = len(context)
+    for n in range(min(max_n, L - 1), min_n - 1, -1):
+        for start in range(L - 1 - n, -1, -1):
+            if context[start : start + n] == context[L - n :]:
+                return start, n
+    return None
+
+
+@pytest.mark.parametrize("vocab", [3, 300, 70_000])
+def test_ngram_search_agrees_with_the_plain_rule_on_random_contexts(vocab):
+    # Small vocabularies repeat often; ids above 255 and 65535 span several bytes, where a
+    # byte-level hit can straddle two tokens and must be skipped.
+    rng = random.Random(vocab)
+    for _ in range(300):
+        context = [rng.randrange(vocab) for _ in range(rng.randint(1, 40))]
+        if vocab > 3 and len(context) > 4 and rng.random() < 0.5:
+            at = rng.randrange(len(context) - 2)
+            context += context[at : at + rng.randint(1, 3)]
+        drafter = NgramDrafter(max_n=4, min_n=1, vocab_size=vocab)
+        assert drafter.find_match(context) == latest_longest_match(context, 4, 1), context
+
+
+def test_ngram_search_skips_hits_that_straddle_a_token_boundary():
+    # As 4-byte words, [1, 256] is 00 00 00 01 00 00 01 00; the bytes of token 65536
+    # (00 01 00 00) occur across that boundary but the token itself does not.
+    assert NgramDrafter(max_n=1, min_n=1, vocab_size=70_000).find_match([1, 256, 65536]) is None
 
 
 def test_both_drafters_satisfy_the_protocol():

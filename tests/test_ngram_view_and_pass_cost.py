@@ -18,16 +18,18 @@ from specdec_lib.pass_cost import (
 
 
 def test_highlight_marks_the_suffix_its_latest_earlier_match_and_what_followed():
-    view = highlight_match("the cat sat. the dog sat. the c", k=3, max_n=8, min_n=3)
+    # Byte fallback spells " cat" and " dog" as four byte tokens each; "the" and " the" are
+    # different word tokens. So the suffix " the", " ", "c" never occurred before, but
+    # " ", "c" did, at position 1 (just after the opening "the").
+    view = highlight_match("the cat sat. the dog sat. the c", k=3, max_n=8, min_n=2)
     tok = Tokenizer()
-    text = tok.decode(view.context)
-    assert view.match == (0, 5)  # " the c" is not earlier; "the c" (5 tokens) is, at 0
+    assert view.match == (1, 2)
     assert tok.decode(view.proposal) == "at "
     spans = {
-        role: "".join(c for c, r in zip(text, view.roles(), strict=True) if r == role)
+        role: tok.decode([t for t, r in zip(view.context, view.roles(), strict=True) if r == role])
         for role in ("suffix", "match", "proposal")
     }
-    assert spans == {"suffix": "the c", "match": "the c", "proposal": "at "}
+    assert spans == {"suffix": " c", "match": " c", "proposal": "at "}
 
 
 def test_highlight_agrees_with_the_drafter_on_every_cut_of_a_text():

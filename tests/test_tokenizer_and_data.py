@@ -3,19 +3,52 @@ import random
 import pytest
 
 from specdec_lib import Tokenizer, workload_examples, workload_prompts
-from specdec_lib.data import copy_document, light_edit, passage, training_text
+from specdec_lib.data import LEXICON, copy_document, light_edit, passage, training_text
 
 
-def test_tokenizer_round_trips_text_as_bytes():
+def test_words_of_the_language_are_single_tokens_and_suffixes_split_off():
     tok = Tokenizer()
-    text = "Text: The dova sopes 12 takus.\nQuote: "
-    assert tok.encode(text) == list(text.encode())
-    assert tok.decode(tok.encode(text)) == text
+    noun, verb = LEXICON["noun"][0], LEXICON["verb"][0]
+    text = f"Text: The {noun} {verb}ed 12 {noun}s."
+    pieces = [tok.piece(i) for i in tok.encode(text)]
+    assert pieces == ["Text", ":", " The", f" {noun}", f" {verb}", "ed", " 12", f" {noun}", "s", "."]
 
 
-def test_tokenizer_rejects_ids_outside_the_byte_range():
-    with pytest.raises(ValueError, match=r"\[0, 255\]"):
-        Tokenizer().decode([65, 256])
+def test_every_string_round_trips_through_byte_fallback():
+    tok = Tokenizer()
+    rng = random.Random(0)
+    samples = ["", " ", "\n\n", "naïve café ☃", "Zzyzx qwerty", "dovas!!", "x" * 50]
+    samples += ["".join(chr(rng.randrange(1, 0x3000)) for _ in range(30)) for _ in range(50)]
+    for text in samples:
+        assert tok.decode(tok.encode(text)) == text
+
+
+def test_every_single_byte_is_a_token_so_any_byte_string_round_trips():
+    tok = Tokenizer()
+    assert [tok.decode([b]) for b in range(128)] == [chr(b) for b in range(128)]
+    assert tok.encode("é") == list("é".encode())  # a character outside the vocabulary: its bytes
+    rng = random.Random(1)
+    for _ in range(200):
+        data = bytes(rng.randrange(256) for _ in range(rng.randint(0, 40)))
+        text = data.decode("utf-8", errors="replace")
+        assert tok.decode(tok.encode(text)) == text
+
+
+def test_generated_text_takes_about_four_bytes_per_token():
+    tok = Tokenizer()
+    text = training_text(random.Random("t"), 20_000)
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text
+    assert 3.5 < len(text.encode()) / len(ids) < 4.5
+    assert sum(i < 256 for i in ids) / len(ids) < 0.2  # punctuation, spaces, digits
+
+
+def test_tokenizer_rejects_ids_outside_the_vocabulary():
+    tok = Tokenizer()
+    with pytest.raises(ValueError, match=rf"\[0, {tok.vocab_size - 1}\]"):
+        tok.decode([65, tok.vocab_size])
+    with pytest.raises(ValueError, match="text must be a str"):
+        tok.encode(b"bytes")
 
 
 def test_workloads_are_deterministic_in_seed_and_differ_across_seeds():
@@ -26,9 +59,8 @@ def test_workloads_are_deterministic_in_seed_and_differ_across_seeds():
 
 def test_copy_prompts_contain_the_passage_their_continuation_repeats():
     for ex in workload_examples("copy", 8, seed=0):
-        assert ex.prompt.startswith(f"Text: {ex.reference}\n")
-        assert ex.prompt.endswith("Quote: ")
-        assert len(ex.reference) >= 256  # long enough for a 256-token quote
+        assert ex.prompt == f"Text:{ex.reference}\nQuote:"
+        assert len(Tokenizer().encode(ex.reference)) >= 64  # long enough for a 64-token quote
 
 
 def test_novel_continuations_do_not_repeat_the_prompt():

@@ -4,7 +4,7 @@ import torch
 from specdec_lib import SamplingParams, accept_greedy, accept_sampled, accept_sampled_biased
 from specdec_lib.drafters import one_hot_probs
 from specdec_lib.stats import exact_first_token_distribution
-from specdec_lib.verify import _target_distribution
+from specdec_lib.verify import target_distribution
 
 V = 6
 SAMPLED = SamplingParams(temperature=1.0)
@@ -36,7 +36,7 @@ def test_residual_rule_reproduces_the_target_exactly_by_enumeration(seed):
 def test_biased_rule_gives_p_times_two_minus_p_to_a_one_hot_draft():
     p = torch.tensor([0.1, 0.2, 0.3, 0.15, 0.15, 0.1], dtype=torch.float64)
     d = 2
-    out = exact_first_token_distribution(p, one_hot_probs([d], V)[0], _target_distribution)
+    out = exact_first_token_distribution(p, one_hot_probs([d], V)[0], target_distribution)
     pd = float(p[d])
     assert abs(float(out[d]) - pd * (2 - pd)) < 1e-12
     assert abs(float(out[d]) - 0.51) < 1e-12

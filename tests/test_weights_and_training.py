@@ -1,9 +1,10 @@
+import json
 import shutil
 
 import pytest
 import torch
 
-from specdec_lib import load_model
+from specdec_lib import Tokenizer, load_model
 from specdec_lib.model import ModelConfig
 from specdec_lib.train import TrainConfig, train
 from specdec_lib.weights import WEIGHTS_DIR, read_manifest, sha256
@@ -32,9 +33,26 @@ def test_the_draft_is_much_smaller_than_the_target():
 
 def test_untrained_models_are_seeded_and_differ_from_trained_ones():
     a, b = load_model("target", trained=False), load_model("target", trained=False)
-    wte = "transformer.wte.weight"
+    wte = "model.embed_tokens.weight"
     assert torch.equal(a.state_dict()[wte], b.state_dict()[wte])
     assert not torch.equal(a.state_dict()[wte], load_model("target").state_dict()[wte])
+
+
+def test_weights_made_for_another_tokenizer_are_refused(tmp_path):
+    shutil.copytree(WEIGHTS_DIR, tmp_path / "w")
+    manifest = read_manifest(tmp_path / "w")
+    manifest["target"]["tokenizer"] = "bytes-v0"
+    (tmp_path / "w" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="tokenizer 'bytes-v0'.*retrain"):
+        load_model("target", directory=tmp_path / "w")
+
+
+def test_loading_an_untrained_model_leaves_the_global_random_state_alone():
+    torch.manual_seed(42)
+    expected = torch.rand(3)
+    torch.manual_seed(42)
+    load_model("draft", trained=False)
+    assert torch.equal(torch.rand(3), expected)
 
 
 def test_unknown_model_names_are_refused():
@@ -42,8 +60,16 @@ def test_unknown_model_names_are_refused():
         load_model("teacher")
 
 
-def test_a_short_training_run_lowers_the_loss():
-    config = ModelConfig(block_size=64, n_layer=1, n_head=2, n_embd=32)
-    result = train(config, TrainConfig(steps=40, batch_size=8, lr=3e-3, warmup=5), progress=False)
+def test_a_short_training_run_lowers_the_loss_and_logs_the_copy_probe():
+    config = ModelConfig(vocab_size=Tokenizer().vocab_size, n_layer=1, n_head=2, n_embd=32, n_hidden=64)
+    cfg = TrainConfig(steps=40, batch_size=4, window=64, lr=3e-3, warmup=5, probe_every=20)
+    result = train(config, cfg, progress=False)
     first, last = sum(result.losses[:5]) / 5, sum(result.losses[-5:]) / 5
     assert last < first - 1.0
+    assert [point["step"] for point in result.curve] == [0, 20, 40]
+    assert all(0 <= point["copy"] <= 1 and 0 <= point["source"] <= 1 for point in result.curve)
+
+
+def test_training_refuses_a_model_whose_vocabulary_is_not_the_tokenizers():
+    with pytest.raises(ValueError, match="vocab_size"):
+        train(ModelConfig(vocab_size=256), TrainConfig(steps=1), progress=False)
