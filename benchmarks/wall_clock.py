@@ -1,6 +1,6 @@
 """Wall-clock speed-up of KV-cached speculative decoding over KV-cached plain greedy decoding.
 
-    python benchmarks/wall_clock.py [--prompts 4] [--tokens 256] [--repeats 5] [--threads 1]
+    python benchmarks/wall_clock.py [--prompts 4] [--tokens 64] [--repeats 5] [--threads 1]
         [--ngram-ks 1,2,4,8,12,16] [--draft-ks 1,2,4] [--seed 2026]
 
 Batch one, CPU, greedy, both workloads. Every method decodes the same prompts;
@@ -20,11 +20,6 @@ of the two; on a quiet machine with one thread they agree.
 PyTorch runs on ``--threads`` threads (default 1): TinyGPT's matrices are too
 small for threading to pay, and one thread makes the measurement less sensitive
 to other work on the machine.
-
-The n-gram drafter is :class:`~specdec_lib.fast_ngram.NgramDrafter` (the
-library's rule searched with ``bytes.rfind``; identical proposals); one row,
-``ngram-numpy k=8``, runs the library's NumPy ``NgramDrafter`` to show what the
-slower search costs.
 
 Besides timings the script records, untimed, each method's speculation counts
 (tokens per pass, fitted α, acceptance per draft position) and the cost ratios
@@ -79,8 +74,6 @@ def make_methods(target, draft, ngram_ks, draft_ks) -> dict[str, dict]:
     methods: dict[str, dict] = {"plain": {"drafter": None}}
     for k in ngram_ks:
         methods[f"ngram k={k}"] = {"drafter": "ngram", "make": NgramDrafter, "k": k}
-    # the library's NumPy statement of the same rule: same tokens, more overhead per round
-    methods["ngram-numpy k=8"] = {"drafter": "ngram", "make": NgramDrafter, "k": 8, "numpy": True}
     methods["ngram adaptive"] = {
         "drafter": "ngram",
         "make": NgramDrafter,
@@ -133,15 +126,13 @@ def cost_ratios(target, draft, prompt: list[int], ks: list[int], repeats: int) -
             return time_median(step, repeats=repeats, warmup=5).median
 
     one = pass_time(target, 1)
-    ngram, numpy_ngram = NgramDrafter(), NgramDrafter()
+    ngram = NgramDrafter()
     # a proposal after the prompt: the drafter's per-round cost
     t_ngram = time_median(lambda: ngram.propose(prompt, 8), repeats=repeats, warmup=5).median
-    t_numpy = time_median(lambda: numpy_ngram.propose(prompt, 8), repeats=repeats, warmup=5).median
     return {
         "target_pass_ms": 1e3 * one,
         "c_draft": pass_time(draft, 1) / one,
         "c_ngram": t_ngram / one,
-        "c_ngram_numpy": t_numpy / one,
         "verify_cost": {str(k): pass_time(target, k + 1) / one for k in ks},
     }
 
@@ -171,7 +162,7 @@ def summarise(stats: SpeculationStats, k: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--prompts", type=int, default=4, help="prompts per workload")
-    parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--ngram-ks", type=_ints, default=[1, 2, 4, 8, 12, 16])
@@ -242,7 +233,6 @@ def main() -> None:
                 "drafter": method["drafter"] or "none",
                 "k": method.get("k"),
                 "adaptive": "adaptive" in method,
-                "ngram_implementation": "numpy" if method.get("numpy") else "bytes",
                 "seconds_median": statistics.median(t),
                 "seconds_low": min(t),
                 "seconds_high": max(t),
@@ -258,8 +248,6 @@ def main() -> None:
             if method["drafter"] is not None:
                 row.update(counts[w, name])
                 c = ratios["c_draft"] if method["drafter"] == "draft" else ratios["c_ngram"]
-                if method.get("numpy"):
-                    c = ratios["c_ngram_numpy"]
                 if not row["adaptive"] and row["alpha"] == row["alpha"]:
                     verify = ratios["verify_cost"][str(method["k"])]
                     row["speedup_theory"] = expected_speedup(row["alpha"], method["k"], c, verify)
