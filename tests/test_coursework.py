@@ -1,18 +1,27 @@
 """Student notebooks are generated with a stub exactly where each solution was.
 
 Running every student notebook costs as much as the nbval run, so that check is a
-separate command in ``.ci/run`` (``python -m specdec_lib.coursework check``); here
+separate command in ``.ci/run`` (``python scripts/coursework.py check``); here
 the generation is checked on every chapter without executing it, the graders are
 run on the stubs, and the execute-and-grade machinery runs on two tiny notebooks.
 """
 
 import csv
+import sys
+from pathlib import Path
 
 import nbformat
 import pytest
 
-from specdec_lib import coursework as C
 from specdec_lib import grading as G
+from specdec_lib import load_model
+from specdec_lib.grading import Diagnosis
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+import coursework as C  # noqa: E402
+import student_notebooks as S  # noqa: E402
 
 STUB = "raise NotImplementedError()"
 
@@ -70,9 +79,9 @@ CHAPTER = _notebook(
 
 
 def test_solutions_become_stubs_in_place_and_solution_prose_disappears():
-    student = C.student_notebook(CHAPTER, "synthetic.ipynb")
+    student = S.student_notebook(CHAPTER, "synthetic.ipynb")
     by_id = {cell.id: cell for cell in student.cells}
-    assert student.cells[1].id == C.NOTE_ID  # right after the set-up cell
+    assert student.cells[1].id == S.NOTE_ID  # right after the set-up cell
     assert by_id["c2"].source.splitlines()[:2] == SOLVED.splitlines()[:2]
     assert by_id["c2"].source.endswith(f"    # YOUR CODE HERE\n    {STUB}")
     assert by_id["c7"].source == f"x = 1\n# YOUR CODE HERE\n{STUB}\nprint(x)"
@@ -80,12 +89,12 @@ def test_solutions_become_stubs_in_place_and_solution_prose_disappears():
     assert by_id["c3"].source == "Now check it:"
     assert "Implement it." in by_id["c1"].source and "{exercise-end}" in by_id["c1"].source
     assert by_id["c5"].source.endswith("More prose.") and "Why?" in by_id["c5"].source
-    assert by_id["c6"].source.endswith(C.MARKDOWN_STUB)
+    assert by_id["c6"].source.endswith(S.MARKDOWN_STUB)
     assert "c8" not in by_id and "c10" not in by_id  # markdown wholly inside a solution
     text = "\n".join(cell.source for cell in student.cells)
     assert "secret" not in text.lower()
     assert all(not cell.get("outputs") for cell in student.cells)
-    assert C.compare_with_chapter(CHAPTER, student) == []
+    assert S.compare_with_chapter(CHAPTER, student) == []
     assert "secret output" in CHAPTER.cells[2].outputs[0].text  # the chapter is untouched
 
 
@@ -99,48 +108,54 @@ def test_solutions_become_stubs_in_place_and_solution_prose_disappears():
 )
 def test_unbalanced_solution_markers_are_an_error(source):
     with pytest.raises(ValueError, match="SOLUTION"):
-        C.student_notebook(_notebook(("code", source)))
+        S.student_notebook(_notebook(("code", source)))
 
 
 def test_an_unclosed_gated_solution_is_an_error():
     with pytest.raises(ValueError, match="solution-start"):
-        C.student_notebook(_notebook(("markdown", "```{solution-start} ex\n```\nText.")))
+        S.student_notebook(_notebook(("markdown", "```{solution-start} ex\n```\nText.")))
 
 
 def test_a_stub_in_the_wrong_place_is_noticed():
-    student = C.student_notebook(CHAPTER)
+    student = S.student_notebook(CHAPTER)
     next(c for c in student.cells if c.id == "c7").source = f"# YOUR CODE HERE\n{STUB}"
     assert any(
-        "not where the solutions were" in p for p in C.compare_with_chapter(CHAPTER, student)
+        "not where the solutions were" in p for p in S.compare_with_chapter(CHAPTER, student)
     )
 
 
 def test_every_chapter_gets_a_student_version_with_stubs_exactly_where_solutions_were(tmp_path):
     assert C.main(["student", str(tmp_path)]) == 0
-    chapters = C.chapter_notebooks()
+    chapters = S.chapter_notebooks(C.CHAPTERS)
     assert sorted(p.name for p in tmp_path.glob("*.ipynb")) == [p.name for p in chapters]
     for path in chapters:
         chapter = nbformat.read(path, as_version=4)
         student = nbformat.read(tmp_path / path.name, as_version=4)
-        assert C.compare_with_chapter(chapter, student) == [], path.name
-        regions = C.solution_cells(chapter)
+        assert S.compare_with_chapter(chapter, student) == [], path.name
+        regions = S.solution_cells(chapter)
         by_id = {cell.id: cell for cell in student.cells}
         for cell_id, count in regions.items():
-            assert C.stub_count(by_id[cell_id].source) == count, (path.name, cell_id)
+            assert S.stub_count(by_id[cell_id].source) == count, (path.name, cell_id)
 
 
 def test_the_graders_fail_every_stub_and_the_chapters_show_them_passing_every_solution():
-    for path in C.chapter_notebooks():
+    # Untrained models: a stub fails before any model runs, and no shipped weights are needed.
+    models = {"target": load_model("target", trained=False)}
+    models["draft"] = load_model("draft", trained=False)
+    for path in S.chapter_notebooks(C.CHAPTERS):
         chapter = nbformat.read(path, as_version=4)
-        stubs = C.stub_definitions(C.student_notebook(chapter, path.name))
+        stubs = S.stub_definitions(S.student_notebook(chapter, path.name))
         outputs = {
             cell.id: _text_outputs(cell) for cell in chapter.cells if cell.cell_type == "code"
         }
-        for call in C.check_calls(chapter):
+        for call in S.check_calls(chapter):
             if call.subject not in stubs:
                 continue  # a check on a library function or a control, not on an exercise
-            report = getattr(G, call.check)(stubs[call.subject], **call.kwargs)
-            assert report.diagnosis == "not_implemented", (path.name, call, report)
+            kwargs = dict(call.kwargs)
+            if call.check == "check_speculative_generate":
+                kwargs = {**models, **kwargs}
+            report = G.CHECKS[call.check](stubs[call.subject], **kwargs)
+            assert report.diagnosis is Diagnosis.NOT_IMPLEMENTED, (path.name, call, report)
             # The committed (nbval-checked) output of the solution shows it passing.
             assert f"PASSED {call.check}({call.subject})" in outputs[call.cell_id], (
                 path.name,
@@ -188,7 +203,7 @@ def test_grade_runs_submissions_and_writes_one_row_per_check(tmp_path):
     check_cell = (
         "from specdec_lib.grading import check_accept_greedy\ncheck_accept_greedy(my_accept_greedy)"
     )
-    student = C.student_notebook(_executable(("code", SOLVED), ("code", check_cell)))
+    student = S.student_notebook(_executable(("code", SOLVED), ("code", check_cell)))
     (submissions / "alice").mkdir(parents=True)
     (submissions / "bob").mkdir()
     nbformat.write(

@@ -1,22 +1,32 @@
 """The graders, tested: correct solutions pass, every named mistake gets its diagnosis.
 
-Catch rates here use a few seeds to stay fast; ``python -m specdec_lib.grading_mistakes
+Catch rates here use a few seeds to stay fast; ``python -m specdec_lib.grading
 --seeds 100`` prints the full table (every mistake over 100 seeds, and the false
-alarms of the correct reference over the same seeds).
+alarms of the correct reference over the same seeds). The speculative-decoding
+check runs on untrained models, which need no shipped weights.
 """
 
+import ast
 import json
 import random
 import time
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from specdec_lib import NgramDrafter, accept_greedy, accept_sampled, speculative_generate
+from specdec_lib import (
+    NgramDrafter,
+    accept_greedy,
+    accept_sampled,
+    load_model,
+    speculative_generate,
+)
 from specdec_lib import grading as G
-from specdec_lib.grading_mistakes import MISTAKES, REFERENCES, sampled_reference
+from specdec_lib.grading import Diagnosis
+from specdec_lib.grading.mistakes import MISTAKES, REFERENCES, catch_rates, sampled_reference
 
 SEEDS = {
     "check_ngram_drafter": range(5),
@@ -30,8 +40,8 @@ SEEDS = {
 )
 def test_each_named_mistake_is_caught_with_its_diagnosis(check, mistake):
     wrong = MISTAKES[check][mistake]
-    diagnoses = [getattr(G, check)(wrong.function, seed=s).diagnosis for s in SEEDS[check]]
-    caught = sum(d == wrong.diagnosis for d in diagnoses)
+    diagnoses = [G.CHECKS[check](wrong.function, seed=s).diagnosis for s in SEEDS[check]]
+    caught = sum(d is wrong.diagnosis for d in diagnoses)
     assert caught == len(diagnoses), (
         f"{check} gave '{mistake}' its diagnosis in {caught}/{len(diagnoses)} seeds: "
         f"{dict(Counter(diagnoses))}"
@@ -60,13 +70,21 @@ def test_the_deterministic_checks_never_fail_a_correct_solution():
 
 def test_the_drafter_may_be_a_function_a_class_or_an_instance():
     assert G.check_ngram_drafter(NgramDrafter).passed
-    assert G.check_ngram_drafter(NgramDrafter(max_n=4, min_n=2)).passed
-    assert G.check_ngram_drafter(NgramDrafter().propose).passed
+    assert G.check_ngram_drafter(NgramDrafter(max_n=4, min_n=2, vocab_size=256)).passed
+    assert G.check_ngram_drafter(NgramDrafter(max_n=8, min_n=3, vocab_size=256).propose).passed
     report = G.check_ngram_drafter(REFERENCES["check_ngram_drafter"])
     assert report.passed and report.evidence["contexts"] >= 90
 
 
-def test_speculative_generate_check_passes_correct_versions_and_names_each_mistake(target, draft):
+@pytest.fixture(scope="module")
+def untrained_draft():
+    return load_model("draft", trained=False)
+
+
+def test_speculative_generate_check_passes_correct_versions_and_names_each_mistake(
+    untrained_target, untrained_draft
+):
+    target, draft = untrained_target, untrained_draft
     for correct in (REFERENCES["check_speculative_generate"], speculative_generate):
         report = G.check_speculative_generate(correct, target=target, draft=draft)
         assert report.passed, report
@@ -74,7 +92,7 @@ def test_speculative_generate_check_passes_correct_versions_and_names_each_mista
         report = G.check_speculative_generate(
             wrong.function, target=target, draft=draft, timeout=30
         )
-        assert report.diagnosis == wrong.diagnosis, f"{label}: {report}"
+        assert report.diagnosis is wrong.diagnosis, f"{label}: {report}"
 
 
 def _stubs():
@@ -98,10 +116,13 @@ def _stubs():
     }
 
 
-def test_every_check_reports_a_stub_as_not_implemented_without_raising():
+def test_every_check_reports_a_stub_as_not_implemented_without_raising(
+    untrained_target, untrained_draft
+):
+    models = {"target": untrained_target, "draft": untrained_draft}
     for check, stub in _stubs().items():
-        report = check(stub)
-        assert not report.passed and report.diagnosis == "not_implemented", report
+        report = check(stub, **(models if check is G.check_speculative_generate else {}))
+        assert not report.passed and report.diagnosis is Diagnosis.NOT_IMPLEMENTED, report
         assert "not implemented yet" in str(report)
         with pytest.raises(NotImplementedError):
             report.raise_if_failed()
@@ -112,22 +133,23 @@ def test_code_that_raises_is_reported_with_the_failing_line():
         return proposed[len(proposed)], 0
 
     report = G.check_accept_greedy(accept_greedy)
-    assert report.diagnosis == "raised"
+    assert report.diagnosis is Diagnosis.RAISED
     assert "IndexError" in report.message and "return proposed[len(proposed)], 0" in report.message
     with pytest.raises(AssertionError):
         report.raise_if_failed()
 
 
 def test_wrong_types_and_signatures_are_reported():
-    assert (
-        G.check_accept_greedy(lambda logits, proposed: logits.argmax(-1)).diagnosis == "wrong_type"
-    )
-    assert G.check_accept_greedy(lambda logits, proposed: ([1.5], 0)).diagnosis == "wrong_type"
-    assert G.check_accept_sampled(lambda logits, proposed: ([], 0)).diagnosis == "wrong_signature"
+    argmax = G.check_accept_greedy(lambda logits, proposed: logits.argmax(-1))
+    assert argmax.diagnosis is Diagnosis.WRONG_TYPE
+    floats = G.check_accept_greedy(lambda logits, proposed: ([1.5], 0))
+    assert floats.diagnosis is Diagnosis.WRONG_TYPE
+    two_args = G.check_accept_sampled(lambda logits, proposed: ([], 0))
+    assert two_args.diagnosis is Diagnosis.WRONG_SIGNATURE
     none = G.check_ngram_drafter(lambda context, k, max_n=8, min_n=3: None)
-    assert none.diagnosis == "wrong_type" and "empty list" in none.message
-    assert G.check_ngram_drafter(None).diagnosis == "not_a_function"
-    assert G.check_ngram_drafter([1, 2]).diagnosis == "not_a_function"
+    assert none.diagnosis is Diagnosis.WRONG_TYPE and "empty list" in none.message
+    assert G.check_ngram_drafter(None).diagnosis is Diagnosis.NOT_A_FUNCTION
+    assert G.check_ngram_drafter([1, 2]).diagnosis is Diagnosis.NOT_A_FUNCTION
 
 
 def test_tensors_of_token_ids_are_accepted():
@@ -148,7 +170,7 @@ def test_code_that_hangs_is_stopped_even_if_it_catches_exceptions():
 
     start = time.perf_counter()
     report = G.check_accept_sampled(accept_sampled, timeout=0.5)
-    assert report.diagnosis == "timeout" and time.perf_counter() - start < 5
+    assert report.diagnosis is Diagnosis.TIMEOUT and time.perf_counter() - start < 5
 
 
 def test_a_check_leaves_random_state_and_threads_as_it_found_them():
@@ -186,3 +208,43 @@ def test_reports_go_to_the_grading_log_when_one_is_set(tmp_path, monkeypatch):
         (True, ""),
         (False, "not_implemented"),
     ]
+
+
+def test_a_wrong_drafter_is_not_headlined_as_a_wrong_decoding_loop():
+    def propose(context, k, max_n=8, min_n=3):
+        return list(context[-1:]) * min(k, 1)  # neither prompt lookup nor a known mistake
+
+    report = G.check_ngram_drafter(propose)
+    assert report.diagnosis is Diagnosis.NGRAM_MISMATCH
+    assert "prompt lookup" in report.headline and "greedy decoding" not in report.headline
+
+
+def test_every_diagnosis_has_a_headline_of_its_own_and_a_key_for_the_csv():
+    headlines = [d.value for d in Diagnosis]
+    assert len(set(headlines)) == len(headlines)
+    assert Diagnosis.NOT_IMPLEMENTED.key == "not_implemented"
+    assert Diagnosis.NOTEBOOK_ERROR in Diagnosis
+
+
+def test_catch_rates_count_each_mistake_and_the_false_alarms_of_the_reference():
+    rates = catch_rates(G.check_accept_greedy, range(2))
+    assert set(rates) == set(MISTAKES["check_accept_greedy"]) | {"false alarms"}
+    assert all(caught == 2 for label, (caught, _) in rates.items() if label != "false alarms")
+    assert rates["false alarms"] == (0, 2)
+
+
+def test_grading_modules_import_one_way_without_private_names_or_function_level_imports():
+    package = Path(G.__file__).parent
+    order = ["report", "mistakes", "harness", "sampled_probes"]
+    order += ["ngram", "greedy", "sampled", "speculative", "__init__", "__main__"]
+    assert sorted(order) == sorted(p.stem for p in package.glob("*.py"))
+    for rank, stem in enumerate(order):
+        tree = ast.parse((package / f"{stem}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                inner = [n for n in ast.walk(node) if isinstance(n, ast.Import | ast.ImportFrom)]
+                assert not inner, f"{stem}.{node.name} imports inside a function"
+            if isinstance(node, ast.ImportFrom) and node.level:
+                assert not any(a.name.startswith("_") for a in node.names), (stem, node.module)
+                if node.level == 1 and node.module:
+                    assert order.index(node.module) < rank, f"{stem} imports {node.module}"

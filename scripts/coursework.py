@@ -1,0 +1,307 @@
+"""Coursework: student notebooks generated from the chapters, and bulk grading.
+
+    python scripts/coursework.py student OUTDIR   # write the student notebooks
+    python scripts/coursework.py check            # they run, raising only NotImplementedError
+    python scripts/coursework.py grade SUBMISSIONS --csv grades.csv
+
+``student`` and ``check`` read the chapters next to this script (``../chapters``)
+or the folder given with ``--chapters``; how a student notebook is made is in
+``student_notebooks.py``. Grading runs each submitted notebook top to bottom in a
+fresh kernel with ``SPECDEC_GRADING_LOG`` set, so every ``check_*`` call in it
+appends its report to a log (see :mod:`specdec_lib.grading`); the reports become
+rows of a CSV. This executes student code: do it in a container or on a
+JupyterHub account with nothing to lose, as nbgrader does.
+
+This is a script of the course repository, not part of the installed library:
+it needs the chapters, and nbformat and nbclient, which the library does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from student_notebooks import compare_with_chapter, write_student_notebooks
+
+from specdec_lib.grading import LOG_ENV, Diagnosis
+
+CHAPTERS = Path(__file__).resolve().parent.parent / "chapters"
+
+# ---------------------------------------------------------------------------------
+# Executing notebooks
+# ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Execution:
+    """What happened when a notebook ran: the errors cells raised and the reports checks made."""
+
+    path: Path
+    errors: list[dict] = field(default_factory=list)  # {cell, ename, evalue}
+    reports: list[dict] = field(default_factory=list)  # Report.as_dict() + cell + exercise
+    failure: str = ""  # the run itself failed (kernel died, a cell timed out)
+    seconds: float = 0.0
+
+
+def _exercise_labels(nb: nbformat.NotebookNode) -> list[str]:
+    """For each cell, the label of the latest exercise opened at or before it ("" if none)."""
+    labels, current = [], ""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and "{exercise" in cell.source:
+            found = re.findall(r":label:\s*(\S+)", cell.source)
+            if found:
+                current = found[-1]
+        labels.append(current)
+    return labels
+
+
+def execute_notebook(path: Path, cwd: Path | None = None, timeout: int = 600) -> Execution:
+    """Run a notebook in a fresh kernel, errors allowed, collecting errors and check reports."""
+    nb = nbformat.read(path, as_version=4)
+    result = Execution(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "reports.jsonl"
+        previous = os.environ.get(LOG_ENV)
+        os.environ[LOG_ENV] = str(log)  # the kernel inherits it
+        client = NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name="python3",
+            allow_errors=True,
+            record_timing=False,
+            resources={"metadata": {"path": str(cwd or path.parent)}},
+        )
+        start = time.perf_counter()
+        try:
+            client.execute()
+        except Exception as exc:  # a cell timed out or the kernel died
+            result.failure = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300]}"
+        finally:
+            result.seconds = time.perf_counter() - start
+            if previous is None:
+                os.environ.pop(LOG_ENV, None)
+            else:
+                os.environ[LOG_ENV] = previous
+        entries = (
+            [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        )
+    by_count = {
+        cell.get("execution_count"): index
+        for index, cell in enumerate(nb.cells)
+        if cell.cell_type == "code" and cell.get("execution_count") is not None
+    }
+    labels = _exercise_labels(nb)
+    for entry in entries:
+        index = by_count.get(entry.pop("execution_count", None))
+        entry["cell"] = index
+        entry["exercise"] = labels[index] if index is not None else ""
+        result.reports.append(entry)
+    for index, cell in enumerate(nb.cells):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                result.errors.append(
+                    {"cell": index, "ename": output.get("ename"), "evalue": output.get("evalue")}
+                )
+    return result
+
+
+def _execute_all(
+    jobs: list[tuple[Path, Path | None]], timeout: int, workers: int
+) -> Iterator[Execution]:
+    """Execute notebooks, yielding each result as soon as it is ready (in job order)."""
+    if workers <= 1:
+        for path, cwd in jobs:
+            yield execute_notebook(path, cwd, timeout)
+        return
+    with ProcessPoolExecutor(workers) as pool:
+        futures = [pool.submit(execute_notebook, path, cwd, timeout) for path, cwd in jobs]
+        for future in futures:
+            yield future.result()
+
+
+# ---------------------------------------------------------------------------------
+# Commands
+# ---------------------------------------------------------------------------------
+
+
+def check_student_notebooks(
+    chapters: Path = CHAPTERS, keep: Path | None = None, timeout: int = 600, workers: int = 1
+) -> list[str]:
+    """Generate the student notebooks, run them, and list every problem found.
+
+    A student notebook must run top to bottom raising nothing but
+    ``NotImplementedError`` (from the stubs), and every check it calls on a stub
+    must fail with "not implemented yet". Notebooks run with the chapters folder as
+    working directory, like the nbval run.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        outdir = keep or Path(tmp)
+        paths = write_student_notebooks(outdir, chapters)
+        problems = []
+        for path in paths:
+            chapter = nbformat.read(chapters / path.name, as_version=4)
+            student = nbformat.read(path, as_version=4)
+            problems += [f"{path.name}: {p}" for p in compare_with_chapter(chapter, student)]
+        for run in _execute_all([(p, chapters) for p in paths], timeout, workers):
+            problems += _student_run_problems(run)
+    return problems
+
+
+def _student_run_problems(run: Execution) -> list[str]:
+    """What is wrong with one executed student notebook (and a one-line progress report)."""
+    problems = []
+    name = run.path.name
+    if run.failure:
+        problems.append(f"{name}: did not run to the end: {run.failure}")
+    for error in run.errors:
+        if error["ename"] != "NotImplementedError":
+            problems.append(
+                f"{name}, cell {error['cell']}: raised {error['ename']}: {error['evalue']}"
+            )
+    for report in run.reports:
+        if report["passed"] or report["diagnosis"] != Diagnosis.NOT_IMPLEMENTED.key:
+            problems.append(
+                f"{name}, cell {report['cell']}: {report['check']}({report['subject']}) "
+                f"gave '{report['diagnosis'] or 'passed'}' on the student version, "
+                f"expected '{Diagnosis.NOT_IMPLEMENTED.key}'"
+            )
+    stubs = sum(e["ename"] == "NotImplementedError" for e in run.errors)
+    print(
+        f"{name}: {run.seconds:.1f} s, {stubs} cells stopped at a stub, "
+        f"{len(run.reports)} checks reported",
+        flush=True,
+    )
+    return problems
+
+
+CSV_FIELDS = [
+    "student",
+    "notebook",
+    "exercise",
+    "check",
+    "subject",
+    "passed",
+    "diagnosis",
+    "message",
+]
+
+
+def _student_of(path: Path, root: Path) -> str:
+    rel = path.relative_to(root)
+    return rel.parts[0] if len(rel.parts) > 1 else path.stem
+
+
+def grade_submissions(
+    submissions: Path, csv_path: Path, timeout: int = 600, workers: int = 1
+) -> list[dict]:
+    """Run every submitted notebook under ``submissions`` and write one CSV row per check.
+
+    The student is the first folder under ``submissions`` (``alice/03_....ipynb``, or
+    nbgrader's ``submitted/alice/<assignment>/...`` when given ``submitted``), or the
+    file name for a flat folder. A notebook that raised something other than
+    ``NotImplementedError``, or did not run to the end, also gets a row
+    (check ``(notebook)``) so it is not silently missing.
+    """
+    paths = sorted(p for p in submissions.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    runs = _execute_all([(p, None) for p in paths], timeout, workers)
+    rows = []
+    for run in runs:
+        base = {
+            "student": _student_of(run.path, submissions),
+            "notebook": str(run.path.relative_to(submissions)),
+        }
+        for report in run.reports:
+            rows.append(
+                {
+                    **base,
+                    "exercise": report["exercise"],
+                    "check": report["check"],
+                    "subject": report["subject"],
+                    "passed": report["passed"],
+                    "diagnosis": report["diagnosis"],
+                    "message": report["message"],
+                }
+            )
+        problems = [e for e in run.errors if e["ename"] != "NotImplementedError"]
+        if run.failure or problems:
+            what = run.failure or "; ".join(
+                f"cell {e['cell']} raised {e['ename']}: {e['evalue']}" for e in problems[:3]
+            )
+            rows.append(
+                {
+                    **base,
+                    "exercise": "",
+                    "check": "(notebook)",
+                    "subject": "",
+                    "passed": False,
+                    "diagnosis": Diagnosis.NOTEBOOK_ERROR.key,
+                    "message": what,
+                }
+            )
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    with csv_path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python scripts/coursework.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    student = sub.add_parser("student", help="write student notebooks (solutions removed)")
+    student.add_argument("outdir", type=Path)
+    student.add_argument("--chapters", type=Path, default=CHAPTERS)
+    check = sub.add_parser("check", help="generate and run the student notebooks")
+    check.add_argument("--chapters", type=Path, default=CHAPTERS)
+    check.add_argument("--keep", type=Path, default=None, help="write them here, not a temp dir")
+    check.add_argument("--timeout", type=int, default=600, help="per cell, seconds")
+    check.add_argument("--jobs", type=int, default=1, help="notebooks run in parallel")
+    grade = sub.add_parser("grade", help="run submitted notebooks, write a CSV of check results")
+    grade.add_argument("submissions", type=Path)
+    grade.add_argument("--csv", type=Path, required=True)
+    grade.add_argument("--timeout", type=int, default=600, help="per cell, seconds")
+    grade.add_argument("--jobs", type=int, default=1, help="notebooks run in parallel")
+    args = parser.parse_args(argv)
+
+    if args.command == "student":
+        for path in write_student_notebooks(args.outdir, args.chapters):
+            print(path)
+        return 0
+    if args.command == "check":
+        problems = check_student_notebooks(args.chapters, args.keep, args.timeout, args.jobs)
+        for problem in problems:
+            print(f"PROBLEM {problem}")
+        print("student notebooks: OK" if not problems else f"{len(problems)} problems")
+        return 1 if problems else 0
+    rows = grade_submissions(args.submissions, args.csv, args.timeout, args.jobs)
+    totals: dict[str, list[int]] = {}
+    for row in rows:
+        if row["check"] != "(notebook)":
+            total = totals.setdefault(row["student"], [0, 0])
+            total[0] += bool(row["passed"])
+            total[1] += 1
+    for name, (passed, count) in sorted(totals.items()):
+        print(f"{name}: {passed}/{count} checks passed")
+    print(f"wrote {len(rows)} rows to {args.csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
