@@ -1,0 +1,52 @@
+"""Print every check's catch rate on every named mistake, and its false alarms.
+
+    python -m specdec_lib.grading --seeds 100
+
+The table the "For teachers" page describes: each mistake in
+:mod:`specdec_lib.grading.mistakes` run through its check over many seeds, and the
+correct reference over the same seeds. It lives here, above the checks and the
+mistakes, because it needs both; ``check_speculative_generate`` runs real models
+and is deterministic, so it gets at most 3 seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from ..weights import load_model
+from . import CHECKS
+from .mistakes import MISTAKES, catch_rates
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m specdec_lib.grading", description=__doc__)
+    parser.add_argument("--seeds", type=int, default=100, help="seeds per mistake (default 100)")
+    parser.add_argument("--checks", nargs="+", default=list(CHECKS), choices=list(CHECKS))
+    parser.add_argument(
+        "--untrained",
+        action="store_true",
+        help="run check_speculative_generate on untrained models (no shipped weights needed)",
+    )
+    args = parser.parse_args(argv)
+    print("| check | mistake | expected diagnosis | caught | seconds |")
+    print("| --- | --- | --- | --- | --- |")
+    for name in args.checks:
+        kwargs = {}
+        n = args.seeds
+        if name == "check_speculative_generate":
+            n = min(n, 3)
+            if args.untrained:
+                kwargs = {m: load_model(m, trained=False) for m in ("target", "draft")}
+        start = time.perf_counter()
+        rates = catch_rates(CHECKS[name], range(n), **kwargs)
+        seconds = f"{time.perf_counter() - start:.0f}"
+        for label, (count, runs) in rates.items():
+            mistake = MISTAKES[name].get(label)
+            diagnosis = mistake.diagnosis.key if mistake else "(correct reference fails)"
+            print(f"| {name} | {label} | {diagnosis} | {count}/{runs} | {seconds} |", flush=True)
+            seconds = ""
+
+
+if __name__ == "__main__":
+    main()
