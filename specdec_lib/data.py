@@ -127,19 +127,37 @@ def novel_document(rng: random.Random) -> str:
     return f"Note: {passage(rng, 200, 900)}\n"
 
 
+def word_list_document(rng: random.Random, n_words: tuple[int, int] = (4, 40)) -> str:
+    """A list of random content words, then the list again: text only copying can predict.
+
+    In a passage of sentences, grammar already predicts half the tokens of the copy; in a
+    word list nothing does, so every token of the repeat rewards copying. A small share of
+    these in training makes the copying circuit form sooner.
+    """
+    words = " ".join(rng.choice(LEXICON[rng.choice(("noun", "verb", "adj"))]) for _ in range(rng.randint(*n_words)))
+    return f"Text: {words}\nRepeat: {words}\n"
+
+
 def training_text(
     rng: random.Random,
     min_chars: int,
     copy_share: float = 0.5,
     passage_chars: tuple[int, int] = PASSAGE_CHARS,
+    word_list_share: float = 0.0,
 ) -> str:
-    """Documents separated by blank lines, a ``copy_share`` of them copy documents."""
+    """Documents separated by blank lines, a ``copy_share`` of them copy documents.
+
+    A ``word_list_share`` of the copy documents are word lists (see :func:`word_list_document`).
+    """
     docs: list[str] = []
     total = 0
     while total < min_chars:
         if rng.random() < copy_share:
-            shortest = rng.randint(*passage_chars)
-            doc = copy_document(rng, (shortest, shortest + 100))
+            if word_list_share and rng.random() < word_list_share:
+                doc = word_list_document(rng)
+            else:
+                shortest = rng.randint(*passage_chars)
+                doc = copy_document(rng, (shortest, shortest + 100))
         else:
             doc = novel_document(rng)
         docs.append(doc)

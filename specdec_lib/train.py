@@ -52,6 +52,9 @@ class TrainConfig:
     weight_decay: float = 0.1
     copy_share: float = 0.8
     passage_chars: tuple[int, int] = (20, 400)
+    word_list_share: float = 0.0  # share of copy documents that are word lists
+    # The first steps train on dense copying (EARLY_MIX): many short copies per window.
+    curriculum_steps: int = 0
     seed: int = 0
     probe_every: int = 100
 
@@ -62,8 +65,9 @@ class TrainConfig:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
-        if not 0 <= self.copy_share <= 1:
-            raise ValueError(f"copy_share must lie in [0, 1], got {self.copy_share}")
+        for name in ("copy_share", "word_list_share"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
         if not 0 < self.decay <= 1:
             raise ValueError(f"decay must lie in (0, 1], got {self.decay}")
 
@@ -74,12 +78,25 @@ TRAIN_CONFIGS = {
 }
 
 
+# Copy documents only, short passages, half of them word lists: a window holds many copies,
+# and half of them can be predicted by nothing but copying.
+EARLY_MIX = {"copy_share": 1.0, "passage_chars": (20, 100), "word_list_share": 0.5}
+
+
 def training_batch(cfg: TrainConfig, step: int, tok: Tokenizer) -> torch.Tensor:
     """(batch_size, window + 1) token ids: random windows of fresh training text."""
     rng = random.Random(f"train/{cfg.seed}/{step}")
+    mix = {
+        "copy_share": cfg.copy_share,
+        "passage_chars": cfg.passage_chars,
+        "word_list_share": cfg.word_list_share,
+    }
+    if step < cfg.curriculum_steps:
+        mix = EARLY_MIX
     rows = []
     for _ in range(cfg.batch_size):
-        ids = tok.encode(training_text(rng, 6 * cfg.window, cfg.copy_share, cfg.passage_chars))
+        text = training_text(rng, 6 * cfg.window, **mix)
+        ids = tok.encode(text)
         start = rng.randrange(len(ids) - cfg.window - 1)
         rows.append(ids[start : start + cfg.window + 1])
     return torch.tensor(rows, dtype=torch.long)
