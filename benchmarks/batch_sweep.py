@@ -32,14 +32,15 @@ from pathlib import Path
 import torch
 
 from specdec_lib import (
+    NgramDrafter,
     SamplingParams,
     SpeculationStats,
     Tokenizer,
     load_model,
     workload_prompts,
 )
-from specdec_lib.batched import generate_batch, speculative_generate_batch
-from specdec_lib.bench import machine_stamp
+from specdec_lib.analysis.runs import machine_stamp
+from specdec_lib.engine.batched import generate_batch, speculative_generate_batch
 
 OUT = Path(__file__).parent / "results" / "batch_sweep.json"
 

@@ -36,14 +36,14 @@ from specdec_lib import (
     load_model,
     process_logits,
 )
-from specdec_lib.bench import machine_stamp
-from specdec_lib.drafters import one_hot_probs
-from specdec_lib.stats import (
+from specdec_lib.analysis.hypothesis import (
     ALPHA,
     chi_square_power,
     exact_output_distribution,
     run_distribution_tests,
 )
+from specdec_lib.analysis.runs import machine_stamp
+from specdec_lib.engine.drafters import one_hot_probs
 
 OUT = Path(__file__).parent / "results" / "distribution_test.json"
 RULES = {"correct": accept_sampled, "biased": accept_sampled_biased}

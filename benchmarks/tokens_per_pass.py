@@ -25,7 +25,7 @@ from specdec_lib import (
     load_model,
     workload_prompts,
 )
-from specdec_lib.bench import machine_stamp, pooled_speculation
+from specdec_lib.analysis.runs import machine_stamp, pooled_speculation
 
 OUT = Path(__file__).parent / "results" / "tokens_per_pass.json"
 

@@ -50,15 +50,15 @@ from specdec_lib import (
     speculative_generate,
     workload_prompts,
 )
-from specdec_lib.bench import machine_stamp, time_median
-from specdec_lib.generate import AdaptiveK
-from specdec_lib.theory import (
+from specdec_lib.analysis.runs import machine_stamp, time_median
+from specdec_lib.analysis.theory import (
     conditional_acceptance,
     estimate_alpha,
     expected_speedup,
     expected_tokens_per_pass,
     expected_tokens_per_pass_given_lengths,
 )
+from specdec_lib.engine.generate import AdaptiveK
 
 OUT = Path(__file__).parent / "results" / "wall_clock.json"
 ADAPTIVE = AdaptiveK(min_k=1, max_k=16)

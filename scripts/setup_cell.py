@@ -1,7 +1,8 @@
 """The set-up cell every chapter starts with, derived from ``_config.yml``.
 
 In Google Colab nothing of the course is installed, so the first cell of every
-notebook pip-installs the library from the repository; anywhere else (a clone,
+notebook clones the repository, pip-installs the library from the clone and moves into
+its chapters folder (where the committed benchmark results are found); anywhere else (a clone,
 Binder, CI) the library is already installed and the cell does nothing. The
 repository URL is written in one place, ``repository.url`` in ``_config.yml``;
 this script renders the cell from it.
@@ -34,15 +35,21 @@ def repository_url(root: Path = ROOT) -> str:
 def setup_source(root: Path = ROOT) -> str:
     url = repository_url(root)
     return (
-        "# Set-up: in Google Colab, install the course library; anywhere else, do nothing.\n"
+        "# Set-up: in Google Colab, fetch the course and install its library; "
+        "elsewhere, do nothing.\n"
+        "import os\n"
         "import subprocess\n"
         "import sys\n"
         "\n"
         'if "google.colab" in sys.modules:\n'
-        "    subprocess.run(\n"
-        f'        [sys.executable, "-m", "pip", "install", "-q", "specdec_lib @ git+{url}"],\n'
-        "        check=True,\n"
-        "    )"
+        '    if not os.path.isdir("/content/specdec-course"):\n'
+        "        subprocess.run(\n"
+        f'            ["git", "clone", "-q", "--depth", "1", "{url}", "/content/specdec-course"],\n'
+        "            check=True,\n"
+        "        )\n"
+        '    pip = [sys.executable, "-m", "pip", "install", "-q", "/content/specdec-course"]\n'
+        "    subprocess.run(pip, check=True)\n"
+        '    os.chdir("/content/specdec-course/chapters")  # benchmark results are read from here'
     )
 
 

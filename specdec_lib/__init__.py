@@ -1,16 +1,36 @@
 """specdec_lib: the shared library of the course "Speculative decoding, measured".
 
-Every chapter imports from here; nothing is implemented twice.
+The public names below are the engine's; chapters, exercises and outside checks use them.
+The packages, each importing only those listed after it:
+
+* ``grading``: the coursework checkers, and the deliberate mistakes they must catch;
+* ``course``: figure style, notebook helpers, the interactive views (needs the ``course``
+  extra: matplotlib, ipywidgets);
+* ``analysis``: theory, hypothesis tests, timing and cost models, pooled runs;
+* ``engine``: TinyGPT, sampling, drafters, verification, decoding, weights, training;
+* ``text``: the tokenizer and the generated language with its workloads.
+
+Every algorithm lives in one place; the deliberate wrong variants wrap engine code.
 """
 
-from .data import workload_examples, workload_prompts
-from .drafters import Drafter, DraftModelDrafter, NgramDrafter, Proposal
-from .generate import RoundRecord, SpeculationStats, generate, speculative_generate
-from .model import KVCache, ModelConfig, TinyGPT
-from .sampling import SamplingParams, process_logits
-from .tokenizer import Tokenizer
-from .verify import accept_greedy, accept_sampled, accept_sampled_biased, residual_distribution
-from .weights import load_model
+from specdec_lib.engine.drafters import Drafter, DraftModelDrafter, NgramDrafter, Proposal
+from specdec_lib.engine.generate import (
+    RoundRecord,
+    SpeculationStats,
+    generate,
+    speculative_generate,
+)
+from specdec_lib.engine.model import KVCache, ModelConfig, TinyGPT
+from specdec_lib.engine.sampling import SamplingParams, process_logits
+from specdec_lib.engine.verify import (
+    accept_greedy,
+    accept_sampled,
+    accept_sampled_biased,
+    residual_distribution,
+)
+from specdec_lib.engine.weights import load_model
+from specdec_lib.text.language import workload_examples, workload_prompts
+from specdec_lib.text.tokenizer import Tokenizer
 
 __all__ = [
     "DraftModelDrafter",

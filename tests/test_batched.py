@@ -9,7 +9,7 @@ from specdec_lib import (
     generate,
     workload_prompts,
 )
-from specdec_lib.batched import generate_batch, speculative_generate_batch
+from specdec_lib.engine.batched import generate_batch, speculative_generate_batch
 
 PARAMS = SamplingParams(max_tokens=40)
 

@@ -4,8 +4,8 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from specdec_lib.cost_view import cost_widget, plot_costs, row_cost, verdict  # noqa: E402
-from specdec_lib.plotting import check_figure, new_figure  # noqa: E402
+from specdec_lib.course.cost_view import cost_widget, plot_costs, row_cost, verdict  # noqa: E402
+from specdec_lib.course.plotting import check_figure, new_figure  # noqa: E402
 
 
 def _rows():

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from specdec_lib import ModelConfig, NgramDrafter, SamplingParams, SpeculationStats, TinyGPT
-from specdec_lib.costs import (
+from specdec_lib.analysis.costs import (
     cost_per_token,
     decode_step,
     decode_step_timing,
@@ -14,7 +14,7 @@ from specdec_lib.costs import (
     time_ratio,
     weight_bytes,
 )
-from specdec_lib.results import load_result, raw_url
+from specdec_lib.analysis.results import load_result
 
 SMALL = ModelConfig(block_size=64, n_layer=1, n_head=2, n_embd=16)
 
@@ -92,16 +92,6 @@ def test_time_ratio_validates_repeats_and_quantile():
         time_ratio(lambda: None, lambda: None, repeats=1)
     with pytest.raises(ValueError, match="quantile"):
         time_ratio(lambda: None, lambda: None, quantile=0.9)
-
-
-def test_raw_url_points_at_the_installed_commit_of_a_github_install():
-    direct = {"url": "https://github.com/o/r.git", "vcs_info": {"vcs": "git", "commit_id": "abc"}}
-    assert (
-        raw_url(direct, "x")
-        == "https://raw.githubusercontent.com/o/r/abc/benchmarks/results/x.json"
-    )
-    assert raw_url({"url": "file:///somewhere"}, "x") is None
-    assert raw_url({}, "x") is None
 
 
 def test_load_result_finds_the_file_from_a_folder_inside_the_repository(tmp_path, monkeypatch):

@@ -15,10 +15,10 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from specdec_lib import Tokenizer, speculative_generate  # noqa: E402
-from specdec_lib.data import LEXICON  # noqa: E402
-from specdec_lib.display import render_rounds  # noqa: E402
-from specdec_lib.notebook import _plain, glue, in_colab, show_source  # noqa: E402
-from specdec_lib.plotting import check_figure, new_figure, use_course_style  # noqa: E402
+from specdec_lib.course.notebook import _plain, glue, in_colab, show_source  # noqa: E402
+from specdec_lib.course.plotting import check_figure, new_figure, use_course_style  # noqa: E402
+from specdec_lib.course.rounds_view import render_rounds  # noqa: E402
+from specdec_lib.text.language import LEXICON  # noqa: E402
 
 
 @pytest.fixture
@@ -87,7 +87,7 @@ def test_show_source_shows_the_librarys_own_code_with_a_relative_path():
     listing = show_source(speculative_generate)
     markdown = listing._repr_markdown_()
     assert "def speculative_generate(" in markdown
-    assert "`specdec_lib/generate.py`" in markdown
+    assert "`specdec_lib/engine/generate.py`" in markdown
     assert "/work/" not in markdown and "site-packages" not in markdown
     assert markdown.count("```python") == 1
     lines = listing.source.splitlines()

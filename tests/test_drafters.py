@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from specdec_lib import Drafter, DraftModelDrafter, NgramDrafter, SamplingParams, TinyGPT
-from specdec_lib.drafters import VOCAB_SIZE
-from specdec_lib.model import ModelConfig
+from specdec_lib.engine.drafters import VOCAB_SIZE
+from specdec_lib.engine.model import ModelConfig
 
 GREEDY = SamplingParams()
 

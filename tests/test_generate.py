@@ -12,7 +12,7 @@ from specdec_lib import (
     workload_examples,
     workload_prompts,
 )
-from specdec_lib.bench import copy_accuracy
+from specdec_lib.analysis.runs import copy_accuracy
 
 GREEDY = SamplingParams(max_tokens=48)
 

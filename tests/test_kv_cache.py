@@ -15,8 +15,8 @@ from specdec_lib import (
     speculative_generate,
     workload_prompts,
 )
-from specdec_lib.drafters import one_hot_probs
-from specdec_lib.generate import AdaptiveK
+from specdec_lib.engine.drafters import one_hot_probs
+from specdec_lib.engine.generate import AdaptiveK
 
 SHORT = 20
 MODES = {

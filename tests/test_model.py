@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from specdec_lib import ModelConfig, TinyGPT
-from specdec_lib.model import apply_rotary, rotary_tables, smear
+from specdec_lib.engine.model import apply_rotary, rotary_tables, smear
 
 SMALL = ModelConfig(block_size=32, vocab_size=300, n_layer=2, n_head=2, n_embd=16, n_hidden=40)
 

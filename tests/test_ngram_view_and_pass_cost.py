@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from specdec_lib import NgramDrafter, Tokenizer
-from specdec_lib.bench import Timing
-from specdec_lib.ngram_view import highlight_match, ngram_explorer
-from specdec_lib.pass_cost import (
+from specdec_lib.analysis.pass_cost import (
     fit_pass_cost,
     parameter_bytes,
     time_batched_decoding,
     time_passes,
 )
+from specdec_lib.analysis.runs import Timing
+from specdec_lib.course.ngram_view import highlight_match, ngram_explorer
 
 # --- ngram_view ----------------------------------------------------------------------------
 
@@ -65,7 +65,7 @@ def test_html_escapes_the_text_and_the_text_form_brackets_each_span():
 
 def test_the_explorer_redraws_when_a_slider_moves():
     pytest.importorskip("ipywidgets")
-    panel = ngram_explorer({"a": "xyz abc xyz abc xyz", "b": "no repeats here"}, k=2)
+    panel = ngram_explorer({"a": "xyz abc xyz abc xyz", "b": "no dup"}, k=2)
     html_out = panel.children[-1]
     seen = panel.children[1]
     before = html_out.value

@@ -4,8 +4,8 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from specdec_lib.plotting import check_figure, use_course_style  # noqa: E402
-from specdec_lib.residual_view import PRESETS, plot_residual_rule, residual_rule_widget  # noqa: E402
+from specdec_lib.course.plotting import check_figure, use_course_style  # noqa: E402
+from specdec_lib.course.residual_view import PRESETS, plot_residual_rule, residual_rule_widget  # noqa: E402
 
 
 @pytest.mark.parametrize("name", list(PRESETS))

@@ -6,8 +6,7 @@ import torch
 from scipy.stats import chisquare
 
 from specdec_lib import SamplingParams, accept_sampled, accept_sampled_biased, process_logits
-from specdec_lib.drafters import one_hot_probs
-from specdec_lib.stats import (
+from specdec_lib.analysis.hypothesis import (
     chi_square,
     chi_square_power,
     distribution_test,
@@ -24,6 +23,7 @@ from specdec_lib.stats import (
     standard_error,
     z_score,
 )
+from specdec_lib.engine.drafters import one_hot_probs
 
 V = 6
 SAMPLED = SamplingParams(temperature=1.0)

@@ -4,7 +4,7 @@ import random
 import pytest
 
 from specdec_lib import SpeculationStats
-from specdec_lib.theory import (
+from specdec_lib.analysis.theory import (
     best_k,
     conditional_acceptance,
     estimate_alpha,

@@ -3,7 +3,7 @@ import random
 import pytest
 
 from specdec_lib import Tokenizer, workload_examples, workload_prompts
-from specdec_lib.data import LEXICON, copy_document, light_edit, passage, training_text
+from specdec_lib.text.language import LEXICON, copy_document, light_edit, passage, training_text
 
 
 def test_words_of_the_language_are_single_tokens_and_suffixes_split_off():
@@ -11,7 +11,18 @@ def test_words_of_the_language_are_single_tokens_and_suffixes_split_off():
     noun, verb = LEXICON["noun"][0], LEXICON["verb"][0]
     text = f"Text: The {noun} {verb}ed 12 {noun}s."
     pieces = [tok.piece(i) for i in tok.encode(text)]
-    assert pieces == ["Text", ":", " The", f" {noun}", f" {verb}", "ed", " 12", f" {noun}", "s", "."]
+    assert pieces == [
+        "Text",
+        ":",
+        " The",
+        f" {noun}",
+        f" {verb}",
+        "ed",
+        " 12",
+        f" {noun}",
+        "s",
+        ".",
+    ]
 
 
 def test_every_string_round_trips_through_byte_fallback():

@@ -2,9 +2,9 @@ import pytest
 import torch
 
 from specdec_lib import SamplingParams, accept_greedy, accept_sampled, accept_sampled_biased
-from specdec_lib.drafters import one_hot_probs
-from specdec_lib.stats import exact_first_token_distribution
-from specdec_lib.verify import target_distribution
+from specdec_lib.analysis.hypothesis import exact_first_token_distribution
+from specdec_lib.engine.drafters import one_hot_probs
+from specdec_lib.engine.verify import target_distribution
 
 V = 6
 SAMPLED = SamplingParams(temperature=1.0)

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from specdec_lib import Tokenizer, load_model
-from specdec_lib.model import ModelConfig
-from specdec_lib.train import TrainConfig, train
-from specdec_lib.weights import WEIGHTS_DIR, read_manifest, sha256
+from specdec_lib.engine.model import ModelConfig
+from specdec_lib.engine.train import TrainConfig, train
+from specdec_lib.engine.weights import WEIGHTS_DIR, read_manifest, sha256
 
 
 def test_shipped_weights_match_their_recorded_checksums():
@@ -61,7 +61,9 @@ def test_unknown_model_names_are_refused():
 
 
 def test_a_short_training_run_lowers_the_loss_and_logs_the_copy_probe():
-    config = ModelConfig(vocab_size=Tokenizer().vocab_size, n_layer=1, n_head=2, n_embd=32, n_hidden=64)
+    config = ModelConfig(
+        vocab_size=Tokenizer().vocab_size, n_layer=1, n_head=2, n_embd=32, n_hidden=64
+    )
     cfg = TrainConfig(steps=40, batch_size=4, window=64, lr=3e-3, warmup=5, probe_every=20)
     result = train(config, cfg, progress=False)
     first, last = sum(result.losses[:5]) / 5, sum(result.losses[-5:]) / 5

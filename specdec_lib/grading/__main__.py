@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..weights import load_model
+from specdec_lib.engine.weights import load_model
+
 from . import CHECKS
 from .mistakes import MISTAKES, catch_rates
 

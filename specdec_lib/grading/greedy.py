@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 
-from ..verify import accept_greedy as library_accept_greedy
+from specdec_lib.engine.verify import accept_greedy as library_accept_greedy
+
 from .harness import (
     as_verification,
     call_student,

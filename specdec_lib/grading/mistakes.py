@@ -8,8 +8,8 @@ form, the positive controls. :func:`catch_rates` runs a check on all of them;
 ``python -m specdec_lib.grading --seeds 100`` prints the table.
 
 Every search, verification and decoding loop here is the engine's own code
-(:mod:`specdec_lib.drafters`, :mod:`specdec_lib.verify`,
-:mod:`specdec_lib.generate`) fed altered inputs, given another parameter, or with
+(:mod:`specdec_lib.engine.drafters`, :mod:`specdec_lib.engine.verify`,
+:mod:`specdec_lib.engine.generate`) fed altered inputs, given another parameter, or with
 its result altered afterwards: a mistake differs from the engine exactly where its
 docstring says, and nowhere else, because there is no second implementation to
 drift. This module imports no check. Never use it to generate text.
@@ -23,15 +23,16 @@ from unittest import mock
 
 import torch
 
-from ..drafters import NgramDrafter, one_hot_probs
-from ..generate import SpeculationStats, generate, speculative_generate
-from ..stats import residual_decomposition
-from ..verify import (
+from specdec_lib.analysis.hypothesis import residual_decomposition
+from specdec_lib.engine.drafters import NgramDrafter, one_hot_probs
+from specdec_lib.engine.generate import SpeculationStats, generate, speculative_generate
+from specdec_lib.engine.verify import (
     accept_greedy,
     accept_sampled,
     accept_sampled_biased,
     verify_with_replacement,
 )
+
 from .report import Diagnosis, Report
 
 # --- the n-gram (prompt-lookup) drafter --------------------------------------

@@ -17,8 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..data import workload_examples
-from ..sampling import SamplingParams
+from specdec_lib.engine.sampling import SamplingParams
+from specdec_lib.text.language import workload_examples
+
 from .harness import (
     as_tokens,
     call_student,

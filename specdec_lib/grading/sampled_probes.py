@@ -5,7 +5,7 @@ logits, draft distributions and sampling parameters, on a vocabulary of 8 so tha
 every probability is seen many times) and returns an :class:`Outcome`: the
 evidence to show, the mistakes its numbers reveal, and a phrase for the passing
 message. Some outcomes are certain for a correct rule (p == q accepts everything);
-the others are tested with :mod:`specdec_lib.stats` (z-scores, chi-square) at
+the others are tested with :mod:`specdec_lib.analysis.hypothesis` (z-scores, chi-square) at
 thresholds a correct rule almost never crosses. Each classic mistake has a
 signature no correct rule can produce, so a diagnosis comes with its evidence.
 """
@@ -18,10 +18,11 @@ from typing import Any
 
 import torch
 
-from ..drafters import one_hot_probs
-from ..sampling import SamplingParams, process_logits
-from ..stats import chi_square, exact_first_token_distribution, z_score
-from ..verify import target_distribution
+from specdec_lib.analysis.hypothesis import chi_square, exact_first_token_distribution, z_score
+from specdec_lib.engine.drafters import one_hot_probs
+from specdec_lib.engine.sampling import SamplingParams, process_logits
+from specdec_lib.engine.verify import target_distribution
+
 from .harness import Abort, as_verification, call_student
 from .report import Diagnosis
 

@@ -19,13 +19,14 @@ from typing import Any
 
 import torch
 
-from ..data import workload_prompts
-from ..drafters import DraftModelDrafter, NgramDrafter, Proposal
-from ..generate import generate
-from ..generate import speculative_generate as library_speculative_generate
-from ..sampling import SamplingParams
-from ..tokenizer import Tokenizer
-from ..weights import load_model
+from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter, Proposal
+from specdec_lib.engine.generate import generate
+from specdec_lib.engine.generate import speculative_generate as library_speculative_generate
+from specdec_lib.engine.sampling import SamplingParams
+from specdec_lib.engine.weights import load_model
+from specdec_lib.text.language import workload_prompts
+from specdec_lib.text.tokenizer import Tokenizer
+
 from .harness import (
     Abort,
     NoProgress,

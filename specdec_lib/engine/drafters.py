@@ -21,9 +21,9 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from .model import KVCache, TinyGPT
-from .sampling import SamplingParams, process_logits, sample
-from .tokenizer import Tokenizer
+from specdec_lib.engine.model import KVCache, TinyGPT
+from specdec_lib.engine.sampling import SamplingParams, process_logits, sample
+from specdec_lib.text.tokenizer import Tokenizer
 
 VOCAB_SIZE = Tokenizer().vocab_size
 

@@ -134,7 +134,10 @@ def word_list_document(rng: random.Random, n_words: tuple[int, int] = (4, 40)) -
     word list nothing does, so every token of the repeat rewards copying. A small share of
     these in training makes the copying circuit form sooner.
     """
-    words = " ".join(rng.choice(LEXICON[rng.choice(("noun", "verb", "adj"))]) for _ in range(rng.randint(*n_words)))
+    words = " ".join(
+        rng.choice(LEXICON[rng.choice(("noun", "verb", "adj"))])
+        for _ in range(rng.randint(*n_words))
+    )
     return f"Text: {words}\nRepeat: {words}\n"
 
 

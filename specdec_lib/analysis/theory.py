@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from .generate import SpeculationStats
+from specdec_lib.engine.generate import SpeculationStats
 
 
 def _check_alpha(alpha: float) -> float:

@@ -4,7 +4,7 @@ The counts come from ``benchmarks/tokens_per_pass.py`` (rows with ``workload``,
 ``drafter``, ``k``, ``emitted``, ``target_passes``, ``draft_passes``); the price
 of a draft pass (``c``) and of an n-gram lookup (``o``), both in target passes,
 are inputs, because they belong to the hardware, not to the drafter. See
-:mod:`specdec_lib.costs` for the cost model.
+:mod:`specdec_lib.analysis.costs` for the cost model.
 
 The widget draws the figure into an ``ipywidgets.Image`` and writes its verdict
 into an ``ipywidgets.HTML``, never into an ``Output`` widget: executing the cell
@@ -21,8 +21,8 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
-from .costs import cost_per_token
-from .plotting import COLORS, new_figure
+from specdec_lib.analysis.costs import cost_per_token
+from specdec_lib.course.plotting import COLORS, new_figure
 
 Row = Mapping[str, Any]
 

@@ -6,7 +6,7 @@ ink: it reads the same on either theme, and in a notebook, in Colab and in a
 printout. Colours come from the Okabe-Ito palette, which stays distinguishable
 for the common forms of colour blindness; the same three meanings
 (accepted, rejected, target's own token) use the same colours here and in
-:mod:`specdec_lib.display`.
+:mod:`specdec_lib.course.rounds_view`.
 
 A chapter calls :func:`use_course_style` once, then builds each figure with
 :func:`new_figure`, which insists on axis labels. Put the unit in the label,

@@ -39,10 +39,10 @@ from dataclasses import dataclass
 
 import torch
 
-from .batched import generate_batch
-from .bench import Timing, time_median
-from .model import TinyGPT
-from .sampling import SamplingParams
+from specdec_lib.analysis.runs import Timing, time_median
+from specdec_lib.engine.batched import generate_batch
+from specdec_lib.engine.model import TinyGPT
+from specdec_lib.engine.sampling import SamplingParams
 
 __all__ = [
     "PassCostFit",

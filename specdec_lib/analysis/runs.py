@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 import torch
 
-from .data import Example
-from .drafters import Drafter
-from .generate import SpeculationStats, generate, speculative_generate
-from .model import TinyGPT
-from .sampling import SamplingParams
-from .tokenizer import Tokenizer
+from specdec_lib.engine.drafters import Drafter
+from specdec_lib.engine.generate import SpeculationStats, generate, speculative_generate
+from specdec_lib.engine.model import TinyGPT
+from specdec_lib.engine.sampling import SamplingParams
+from specdec_lib.text.language import Example
+from specdec_lib.text.tokenizer import Tokenizer
 
 
 def machine_stamp() -> dict[str, str]:

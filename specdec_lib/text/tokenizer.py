@@ -28,7 +28,7 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
-from .data import COPY_MARKERS, FUNCTION_WORDS, LEXICON, OTHER_MARKERS
+from specdec_lib.text.language import COPY_MARKERS, FUNCTION_WORDS, LEXICON, OTHER_MARKERS
 
 TOKENIZER_VERSION = "words-v1"
 SUFFIXES = ("s", "ed")

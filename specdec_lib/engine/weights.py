@@ -15,10 +15,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from .model import ModelConfig, TinyGPT
-from .tokenizer import Tokenizer
+from specdec_lib.engine.model import ModelConfig, TinyGPT
+from specdec_lib.text.tokenizer import Tokenizer
 
-WEIGHTS_DIR = Path(__file__).parent / "weights"
+WEIGHTS_DIR = Path(__file__).parent.parent / "weights"
 MANIFEST = "manifest.json"
 MODEL_NAMES = ("target", "draft")
 
@@ -86,7 +86,7 @@ def load_model(name: str, trained: bool = True, directory: Path = WEIGHTS_DIR) -
             f"weights {name!r} were trained for tokenizer {entry.get('tokenizer')!r} with "
             f"vocab_size {entry['config']['vocab_size']}, but the library's tokenizer is "
             f"{tok.version!r} with vocab_size {tok.vocab_size}: retrain with "
-            "`python -m specdec_lib.train`"
+            "`python -m specdec_lib.engine.train`"
         )
     path = directory / entry["file"]
     digest = sha256(path)

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from .plotting import COLORS, INK
-from .stats import residual_decomposition
+from specdec_lib.analysis.hypothesis import residual_decomposition
+from specdec_lib.course.plotting import COLORS, INK
 
 Pair = tuple[Sequence[float], Sequence[float]]
 

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .drafters import Drafter
-from .model import TinyGPT
-from .sampling import SamplingParams, process_logits, sample
-from .verify import accept_greedy, accept_sampled
+from specdec_lib.engine.drafters import Drafter
+from specdec_lib.engine.model import TinyGPT
+from specdec_lib.engine.sampling import SamplingParams, process_logits, sample
+from specdec_lib.engine.verify import accept_greedy, accept_sampled
 
 
 def check_prompt(

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 
 import torch
 
-from .bench import Timing, time_median
-from .drafters import Drafter
-from .generate import SpeculationStats
-from .model import ModelConfig, TinyGPT
-from .sampling import SamplingParams
+from specdec_lib.analysis.runs import Timing, time_median
+from specdec_lib.engine.drafters import Drafter
+from specdec_lib.engine.generate import SpeculationStats
+from specdec_lib.engine.model import ModelConfig, TinyGPT
+from specdec_lib.engine.sampling import SamplingParams
 
 
 def weight_bytes(model: TinyGPT) -> int:

@@ -72,7 +72,7 @@ def _fence(source: str) -> str:
 
 
 def _library_path(path: str) -> str:
-    """``specdec_lib/verify.py`` rather than the absolute path of one machine."""
+    """``specdec_lib/engine/verify.py`` rather than the absolute path of one machine."""
     parts = Path(path).parts
     if "specdec_lib" in parts:
         return "/".join(parts[len(parts) - 1 - parts[::-1].index("specdec_lib") :])

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from specdec_lib.plotting import COLORS
+from specdec_lib.course.plotting import COLORS
 
 __all__ = ["RoundView", "RoundsView", "render_rounds"]
 

@@ -1,7 +1,7 @@
 """Train the shipped target and draft TinyGPTs from scratch, deterministically.
 
-    python -m specdec_lib.train            # both models, writes specdec_lib/weights/
-    python -m specdec_lib.train --steps 50 --out /tmp/w   # a quick smoke run
+    python -m specdec_lib.engine.train            # both models, writes specdec_lib/weights/
+    python -m specdec_lib.engine.train --steps 50 --out /tmp/w   # a quick smoke run
 
 Every batch is freshly generated text (``data.training_text``) from a generator seeded
 by the step number, so there is no fixed corpus to memorise and the run is
@@ -30,10 +30,10 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .data import Example, training_text, workload_examples
-from .model import ModelConfig, TinyGPT
-from .tokenizer import Tokenizer
-from .weights import CONFIGS, WEIGHTS_DIR, save_model
+from specdec_lib.engine.model import ModelConfig, TinyGPT
+from specdec_lib.engine.weights import CONFIGS, WEIGHTS_DIR, save_model
+from specdec_lib.text.language import Example, training_text, workload_examples
+from specdec_lib.text.tokenizer import Tokenizer
 
 # Held-out probe prompts: a workload seed that no chapter, test or benchmark uses.
 PROBE_SEED = 977
@@ -241,7 +241,7 @@ def main() -> None:
             "train_seconds": round(result.seconds, 1),
             "torch": torch.__version__,
             "threads": torch.get_num_threads(),
-            "command": "python -m specdec_lib.train",
+            "command": "python -m specdec_lib.engine.train",
         }
         path = save_model(result.model, name, info, args.out)
         print(

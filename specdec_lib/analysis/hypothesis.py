@@ -12,8 +12,8 @@ distribution, so it needs two kinds of evidence:
   rule's replacement distribution: the residual norm(max(0, p - q)) for the
   correct rule, p itself for the biased one. Summing over the proposal x is the
   enumeration. It proves the *formula* right, to rounding error.
-* **Seeded sampling** of the real functions :func:`~specdec_lib.verify.accept_sampled`
-  and :func:`~specdec_lib.verify.accept_sampled_biased`, compared with the
+* **Seeded sampling** of the real functions :func:`~specdec_lib.engine.verify.accept_sampled`
+  and :func:`~specdec_lib.engine.verify.accept_sampled_biased`, compared with the
   target by a z-score on one token or a chi-square over the whole vocabulary. It
   checks the *code*, and it can fail, which is the point: the same test must
   pass the correct rule and fail the biased one (:func:`error_rates`).
@@ -31,13 +31,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .sampling import SamplingParams, process_logits
-from .verify import (
+from specdec_lib.engine.sampling import SamplingParams, process_logits
+from specdec_lib.engine.verify import (
     Replacement,
-    target_distribution,
     accept_sampled,
     accept_sampled_biased,
     residual_distribution,
+    target_distribution,
 )
 
 Rule = Callable[..., tuple[list[int], int]]
@@ -125,7 +125,7 @@ def exact_output_distribution(
     """Exact first-token distribution of a library ``rule`` with sampling ``params``.
 
     ``target_logits`` (V,) are raw; they are processed (temperature, top-k, top-p)
-    exactly as the rule processes them, by :func:`~specdec_lib.sampling.process_logits`.
+    exactly as the rule processes them, by :func:`~specdec_lib.engine.sampling.process_logits`.
     ``draft_probs`` (V,) is what the drafter reports; ``drawn_from`` (default: the
     same) is what it really sampled from. Only the rules in :data:`REPLACEMENTS` can
     be enumerated; any other function can only be sampled (:func:`sample_first_tokens`).
@@ -199,7 +199,7 @@ def first_tokens(
 
     Each round draws the proposal x from ``drawn_from`` (default ``draft_probs``),
     then calls ``rule(logits, draft_probs[None], [x], params, generator)`` exactly as
-    :func:`~specdec_lib.generate.speculative_generate` does for a one-token draft,
+    :func:`~specdec_lib.engine.generate.speculative_generate` does for a one-token draft,
     and records ``emitted[0]``. The target's logits are the same every round (one
     fixed context), so the tokens are draws from one distribution. ``logits``
     repeats ``target_logits`` for the bonus row, which the first token never reads.

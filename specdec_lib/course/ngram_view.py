@@ -1,6 +1,6 @@
 """See what prompt lookup sees: the suffix, its earlier match, and the tokens it proposes.
 
-:class:`~specdec_lib.drafters.NgramDrafter` takes the last n tokens of the
+:class:`~specdec_lib.engine.drafters.NgramDrafter` takes the last n tokens of the
 context (the *suffix*), finds the latest earlier place where they occurred (the
 *match*), and proposes the up to k tokens that followed the match. This module
 draws those three spans over the context, so a reader can check the drafter's
@@ -14,7 +14,7 @@ choice by eye:
   of a prompt the drafter has seen so far. The widget needs a running kernel to
   respond; chapters show a static :class:`MatchView` beside it for the website.
 
-Like :mod:`specdec_lib.display`, the HTML carries inline styles on an opaque
+Like :mod:`specdec_lib.course.rounds_view`, the HTML carries inline styles on an opaque
 white card, so it reads the same under the site's light and dark themes, and
 colour is never the only cue: the suffix is boxed, the match underlined, the
 proposal bold, and every token has a tooltip naming its role and position.
@@ -26,9 +26,9 @@ import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .drafters import NgramDrafter
-from .plotting import COLORS
-from .tokenizer import Tokenizer
+from specdec_lib.course.plotting import COLORS
+from specdec_lib.engine.drafters import NgramDrafter
+from specdec_lib.text.tokenizer import Tokenizer
 
 __all__ = ["MatchView", "highlight_match", "ngram_explorer"]
 

@@ -6,10 +6,10 @@ positions per request to every pass, work that was free at batch one (the
 hardware sat idle) and competes with real work at large batch.
 
 Each request keeps its own length in the shared KV cache (see
-:class:`~specdec_lib.model.KVCache`), so per-request acceptance and per-request
+:class:`~specdec_lib.engine.model.KVCache`), so per-request acceptance and per-request
 rollback are a crop to a different length per row. Requests with fewer proposals
 than the longest are right-padded; the padding is written past their length and
-therefore never seen. Same invariant as :func:`~specdec_lib.generate.speculative_generate`:
+therefore never seen. Same invariant as :func:`~specdec_lib.engine.generate.speculative_generate`:
 the cache holds each request's context except its last, pending token.
 """
 
@@ -19,11 +19,11 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from .drafters import Drafter
-from .generate import SpeculationStats, check_prompt, next_token
-from .model import KVCache, TinyGPT
-from .sampling import SamplingParams
-from .verify import accept_greedy, accept_sampled
+from specdec_lib.engine.drafters import Drafter
+from specdec_lib.engine.generate import SpeculationStats, check_prompt, next_token
+from specdec_lib.engine.model import KVCache, TinyGPT
+from specdec_lib.engine.sampling import SamplingParams
+from specdec_lib.engine.verify import accept_greedy, accept_sampled
 
 PAD = 0  # any valid id: padded positions lie beyond each row's length and are never attended
 

@@ -23,7 +23,7 @@ builds it from two heads in two layers (one that looks at the previous token, on
 that matches on what it found), and the pair forms late in training. Smearing gives
 every key the previous token for free, so one head can match "the token before
 you was mine" directly; a small model on a CPU budget learns to copy within a few
-hundred steps instead of not at all (see ``specdec_lib.train``).
+hundred steps instead of not at all (see ``specdec_lib.engine.train``).
 
 The KV cache is static, in the style of gpt-fast: rotated keys and values are written
 *by position* into buffers the size of the context window, and each sequence keeps
@@ -236,7 +236,11 @@ class TinyGPT(nn.Module):
         for name, p in self.named_parameters():
             if p.dim() == 2:
                 # GPT-2's rule: residual-branch outputs scaled by 1/sqrt(2 * n_layer).
-                scale = 1 / math.sqrt(2 * config.n_layer) if name.endswith(("o_proj.weight", "down_proj.weight")) else 1
+                scale = (
+                    1 / math.sqrt(2 * config.n_layer)
+                    if name.endswith(("o_proj.weight", "down_proj.weight"))
+                    else 1
+                )
                 nn.init.normal_(p, mean=0.0, std=0.02 * scale)
 
     def num_parameters(self) -> int:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from .sampling import SamplingParams, process_logits, sample
+from specdec_lib.engine.sampling import SamplingParams, process_logits, sample
 
 # Tolerance for "a probability row sums to 1": loose enough for float32 softmax
 # output, tight enough to catch unnormalised scores or a wrong row.
