@@ -13,7 +13,7 @@ prompts (the copy span, where copying can predict every token) and over the same
 stretch of the *source* passage (where nothing can be copied, so only the language's
 grammar helps). While the model only knows grammar the two are equal; when an
 induction head forms, the copy span pulls away. The curve is written beside the
-weights as ``training_log.json``.
+weights as ``training_log_<name>.json`` (read it with ``weights.training_log``).
 """
 
 from __future__ import annotations
@@ -226,7 +226,12 @@ def main() -> None:
     )
     parser.add_argument("--steps", type=int, default=None, help="override the step count")
     parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads (the shipped weights used 1)"
+    )
     args = parser.parse_args()
+    # Same code, same thread count, same PyTorch build: the same weights, bit for bit.
+    torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True)
     args.out.mkdir(parents=True, exist_ok=True)
     for name in args.models:

@@ -65,6 +65,17 @@ def read_manifest(directory: Path = WEIGHTS_DIR) -> dict:
     return json.loads((directory / MANIFEST).read_text())
 
 
+def training_log(name: str, directory: Path = WEIGHTS_DIR) -> list[dict]:
+    """The probe curve ``python -m specdec_lib.engine.train`` wrote while training ``name``.
+
+    One point every 100 steps: step, seconds, mean loss of the last 50 steps, and the
+    teacher-forced accuracy over the copy span and the source span of held-out prompts.
+    """
+    if name not in MODEL_NAMES:
+        raise ValueError(f"name must be one of {MODEL_NAMES}, got {name!r}")
+    return json.loads((directory / f"training_log_{name}.json").read_text())
+
+
 def load_model(name: str, trained: bool = True, directory: Path = WEIGHTS_DIR) -> TinyGPT:
     """The ``"target"`` or ``"draft"`` TinyGPT, in eval mode.
 
