@@ -48,9 +48,10 @@ def test_batched_speculation_needs_one_drafter_per_prompt(target, mixed_prompts)
 
 
 def test_batched_speculation_refuses_k_that_would_overflow_the_context(target):
+    prompt = [1] * (target.config.block_size - 67)  # room for 60 new tokens, not for 60 + k
     with pytest.raises(ValueError, match="k must be <="):
         speculative_generate_batch(
-            target, NgramDrafter, [[1] * 700], SamplingParams(max_tokens=60), k=9
+            target, NgramDrafter, [prompt], SamplingParams(max_tokens=60), k=9
         )
 
 

@@ -110,7 +110,7 @@ def test_draft_model_drafter_records_the_processed_distribution_it_sampled_from(
     proposal = DraftModelDrafter(draft).propose(
         ids("Note: The"), 3, params, torch.Generator().manual_seed(0)
     )
-    assert proposal.probs.shape == (3, 256)
+    assert proposal.probs.shape == (3, VOCAB_SIZE)
     assert (torch.count_nonzero(proposal.probs, dim=-1) <= 20).all()
     for row, token in zip(proposal.probs, proposal.tokens, strict=True):
         assert row[token] > 0

@@ -15,7 +15,7 @@ from specdec_lib import (
     speculative_generate,
     workload_prompts,
 )
-from specdec_lib.engine.drafters import one_hot_probs
+from specdec_lib.engine.drafters import VOCAB_SIZE, one_hot_probs
 from specdec_lib.engine.generate import AdaptiveK
 
 SHORT = 20
@@ -59,12 +59,12 @@ class ScriptedDrafter:
         tokens = list(self.reference[done : done + k])
         at = self.spoil(self.rounds) if tokens else None
         if at is not None and at < len(tokens):
-            tokens[at] = (tokens[at] + 1) % 256
+            tokens[at] = (tokens[at] + 1) % VOCAB_SIZE
         else:
             at = None
         self.spoiled_at.append(at)
         self.rounds += 1
-        return Proposal(tokens, one_hot_probs(tokens, 256))
+        return Proposal(tokens, one_hot_probs(tokens, VOCAB_SIZE))
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -44,6 +44,10 @@ def machine_stamp() -> dict[str, str]:
     }
 
 
+#: Workload seeds of the copy-accuracy measurement (``benchmarks/copy_accuracy.py``).
+COPY_SEEDS = (100, 2026, 4242, 7, 12345)
+
+
 def copy_accuracy(model: TinyGPT, examples: Sequence[Example], n_tokens: int = 128) -> float:
     """Fraction of the first ``n_tokens`` quoted tokens that greedy decoding reproduces.
 
