@@ -321,10 +321,7 @@ def print_tables(result: dict) -> None:
             fixed = [
                 r
                 for r in result["rows"]
-                if r["workload"] == w
-                and r["drafter"] == d
-                and not r["adaptive"]
-                and r["ngram_implementation"] == "bytes"
+                if r["workload"] == w and r["drafter"] == d and not r["adaptive"]
             ]
             best = max(fixed, key=lambda r: r["speedup_median"])
             print(
