@@ -14,15 +14,13 @@ website (which shows the saved widget state) all agree.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
 from specdec_lib.analysis.costs import cost_per_token
-from specdec_lib.course.plotting import COLORS, new_figure
+from specdec_lib.course.plotting import COLORS, figure_png, new_figure
 
 Row = Mapping[str, Any]
 
@@ -93,13 +91,6 @@ def verdict(rows: Sequence[Row], c: float, o: float, k: int) -> list[str]:
     return lines
 
 
-def _png(fig: Any) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90)
-    plt.close(fig)
-    return buffer.getvalue()
-
-
 def cost_widget(rows: Sequence[Row], c: float = 0.5, o: float = 0.01, k: int = 4) -> Any:
     """Sliders for c, o and k over :func:`plot_costs`; returns an ``ipywidgets.VBox``."""
     import ipywidgets as widgets
@@ -125,7 +116,7 @@ def cost_widget(rows: Sequence[Row], c: float = 0.5, o: float = 0.01, k: int = 4
             f"Cost per token at c = {cv:.2f}, o = {ov:.2f}",
         )
         plot_costs(ax, rows, cv, ov, k_mark=kv)
-        image.value = _png(fig)
+        image.value = figure_png(fig)
         text.value = "<br>".join(verdict(rows, cv, ov, kv))
 
     for slider in (c_slider, o_slider, k_slider):

@@ -16,6 +16,7 @@ in brackets: ``"time per forward pass (ms)"``, ``"tokens per target pass"``
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import matplotlib as mpl
@@ -137,3 +138,15 @@ def check_figure(fig: Figure) -> None:
     for ax in fig.get_axes():
         if not ax.get_xlabel().strip() or not ax.get_ylabel().strip():
             raise ValueError(f"axes {ax.get_title()!r} has an unlabelled axis")
+
+
+def figure_png(fig: Figure, dpi: int = 90) -> bytes:
+    """The figure as PNG bytes, and closed: what an ``ipywidgets.Image`` redraw displays.
+
+    Widgets show a PNG rather than a live matplotlib output, so the saved widget state
+    renders the same picture on the website as in a running kernel.
+    """
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    plt.close(fig)
+    return buffer.getvalue()

@@ -15,7 +15,6 @@ and the website (which shows the saved widget state) all agree.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,7 +24,7 @@ import torch
 from matplotlib.figure import Figure
 
 from specdec_lib.analysis.hypothesis import residual_decomposition
-from specdec_lib.course.plotting import COLORS, INK
+from specdec_lib.course.plotting import COLORS, INK, figure_png
 
 Pair = tuple[Sequence[float], Sequence[float]]
 
@@ -108,13 +107,6 @@ def plot_residual_rule(
     return fig
 
 
-def _png(fig: Figure) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90)
-    plt.close(fig)
-    return buffer.getvalue()
-
-
 def residual_rule_widget(
     presets: Mapping[str, Pair] = PRESETS,
     labels: Sequence[str] | None = None,
@@ -160,7 +152,7 @@ def residual_rule_widget(
             note.value = "<b>Give p_target and p_draft some weight.</b>"
             return
         note.value = ""
-        image.value = _png(plot_residual_rule(p, q, names))
+        image.value = figure_png(plot_residual_rule(p, q, names))
 
     def load(change: Any) -> None:
         updating["now"] = True
