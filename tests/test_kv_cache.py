@@ -250,3 +250,27 @@ def test_a_starting_k_outside_the_adaptive_range_is_refused(target, prompts):
             k=6,
             adaptive_k=AdaptiveK(max_k=4),
         )
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_every_target_forward_pass_is_counted_prefill_included(target, prompts, cached):
+    # Plain decoding spends one pass per token, its prefill being the first; speculation's
+    # first round is its prefill too, so target_passes is every call of the target.
+    calls = []
+    handle = target.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        stats = SpeculationStats()
+        speculative_generate(
+            target,
+            NgramDrafter(),
+            prompts["copy"],
+            MODES["greedy"],
+            stats=stats,
+            use_kv_cache=cached,
+        )
+        assert len(calls) == stats.target_passes == stats.rounds
+        calls.clear()
+        generate(target, prompts["copy"], MODES["greedy"])
+        assert len(calls) == MODES["greedy"].max_tokens
+    finally:
+        handle.remove()

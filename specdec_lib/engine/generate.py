@@ -6,11 +6,15 @@ in one target pass over k+1 positions, keeps what verification accepts plus one
 token from the target, and repeats. Both return only the new tokens, and exactly
 ``params.max_tokens`` of them.
 
-Cached speculation keeps the target's KV cache across rounds. The invariant: the
-cache holds every context token except the last one, which is "pending". A round
-feeds ``[pending] + proposal`` (m+1 tokens), which yields exactly the k+1 rows of
-logits verification needs; then the cache is cropped to drop the rejected
-proposals, and the round's last emitted token becomes the new pending token.
+Cached speculation keeps the target's KV cache across rounds. The invariant: after
+every round the cache holds every context token except the last one, which is
+"pending". A round feeds what the cache lacks plus the proposal: ``[pending] +
+proposal`` (m+1 tokens), whose last m+1 rows of logits are exactly what verification
+needs; then the cache is cropped to drop the rejected proposals, and the round's last
+emitted token becomes the new pending token. The first round feeds the whole prompt
+with its proposal: prefill and verification share one pass, just as plain decoding's
+first pass is both its prefill and its first token. So both sides count every forward
+pass of the target, and ``SpeculationStats.target_passes`` equals the rounds.
 
 Rollback is a crop (lowering the cache's length), not an erase: the static cache
 is written by position, so the rejected entries are simply overwritten by the
@@ -239,11 +243,7 @@ def speculative_generate(
         )
     tokens = check_prompt(prompt_token_ids, target, params)
     n_prompt = len(tokens)
-    cache = None
-    if use_kv_cache:
-        cache = target.new_cache(1)
-        if n_prompt > 1:
-            target(torch.tensor([tokens[:-1]]), cache)  # prefill all but the pending token
+    cache = target.new_cache(1) if use_kv_cache else None
     while len(tokens) - n_prompt < params.max_tokens:
         remaining = params.max_tokens - (len(tokens) - n_prompt)
         # Never draft past max_tokens: a round emits up to m+1 tokens.
@@ -251,11 +251,11 @@ def speculative_generate(
         m = len(proposal.tokens)
         if m > min(k, remaining - 1):
             raise ValueError(f"drafter {drafter.name!r} proposed {m} tokens, more than k={k}")
-        if cache is None:
-            logits = target(torch.tensor([tokens + proposal.tokens]))[0, -(m + 1) :]
-        else:
-            # Row 0 scores the first drafted token: it is verified like every other.
-            logits = target(torch.tensor([tokens[-1:] + proposal.tokens]), cache)[0]
+        # Feed what the cache lacks (everything, without one) and the proposal. The last
+        # m+1 rows score the m drafted tokens, the first one included, and the bonus.
+        fed = 0 if cache is None else int(cache.lengths[0])
+        new = torch.tensor([tokens[fed:] + proposal.tokens])
+        logits = target(new, cache)[0, -(m + 1) :]
         if params.greedy:
             emitted, n_acc = accept_greedy(logits, proposal.tokens)
         else:
