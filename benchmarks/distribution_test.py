@@ -5,9 +5,9 @@
 
 The set-up of chapter 7's "testing the test": the UNTRAINED target after a fixed
 context (CONTEXT below, so the result does not depend on the workload generator),
-sharpened to temperature 0.15 so that its most likely token has a moderate
-probability (about 0.14; at temperature 1 it is below 0.01 and the chi-square
-test would need about ten times more rounds), and a one-hot drafter proposing
+sharpened to temperature 0.3 so that its most likely token has a moderate
+probability (about 0.22; at temperature 1 it is below 0.01 and the chi-square
+test would need many times more rounds), and a one-hot drafter proposing
 that token. For every seed, each
 rule (the residual rule ``accept_sampled`` and the plausible bug
 ``accept_sampled_biased``) is run for the largest sample size; the chi-square
@@ -48,7 +48,7 @@ from specdec_lib.engine.drafters import one_hot_probs
 OUT = Path(__file__).parent / "results" / "distribution_test.json"
 RULES = {"correct": accept_sampled, "biased": accept_sampled_biased}
 CONTEXT = "A drafter proposes, the target decides. Which token comes next? "
-PARAMS = SamplingParams(temperature=0.15)
+PARAMS = SamplingParams(temperature=0.3)
 BAR = 0.99
 
 
