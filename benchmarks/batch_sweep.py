@@ -39,7 +39,7 @@ from specdec_lib import (
     load_model,
     workload_prompts,
 )
-from specdec_lib.analysis.runs import machine_stamp
+from specdec_lib.analysis.timing import machine_stamp
 from specdec_lib.engine.batched import generate_batch, speculative_generate_batch
 
 OUT = Path(__file__).parent / "results" / "batch_sweep.json"

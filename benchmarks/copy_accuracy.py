@@ -20,7 +20,8 @@ import torch
 import torch.nn.functional as F
 
 from specdec_lib import Tokenizer, load_model, workload_examples
-from specdec_lib.analysis.runs import COPY_SEEDS, copy_accuracy, machine_stamp
+from specdec_lib.analysis.runs import COPY_SEEDS, copy_accuracy
+from specdec_lib.analysis.timing import machine_stamp
 
 OUT = Path(__file__).parent / "results" / "copy_accuracy.json"
 

@@ -42,7 +42,7 @@ from specdec_lib.analysis.hypothesis import (
     exact_output_distribution,
     run_distribution_tests,
 )
-from specdec_lib.analysis.runs import machine_stamp
+from specdec_lib.analysis.timing import machine_stamp
 from specdec_lib.engine.drafters import one_hot_probs
 
 OUT = Path(__file__).parent / "results" / "distribution_test.json"

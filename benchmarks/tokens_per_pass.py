@@ -25,7 +25,8 @@ from specdec_lib import (
     load_model,
     workload_prompts,
 )
-from specdec_lib.analysis.runs import machine_stamp, pooled_speculation
+from specdec_lib.analysis.runs import pooled_speculation
+from specdec_lib.analysis.timing import machine_stamp
 
 OUT = Path(__file__).parent / "results" / "tokens_per_pass.json"
 

@@ -50,7 +50,7 @@ from specdec_lib import (
     speculative_generate,
     workload_prompts,
 )
-from specdec_lib.analysis.runs import machine_stamp, time_median
+from specdec_lib.analysis.costs import fit_pass_cost
 from specdec_lib.analysis.theory import (
     conditional_acceptance,
     estimate_alpha,
@@ -58,6 +58,7 @@ from specdec_lib.analysis.theory import (
     expected_tokens_per_pass,
     expected_tokens_per_pass_given_lengths,
 )
+from specdec_lib.analysis.timing import machine_stamp, time_median, time_passes
 from specdec_lib.engine.generate import AdaptiveK
 
 OUT = Path(__file__).parent / "results" / "wall_clock.json"
@@ -129,11 +130,15 @@ def cost_ratios(target, draft, prompt: list[int], ks: list[int], repeats: int) -
     ngram = NgramDrafter()
     # a proposal after the prompt: the drafter's per-round cost
     t_ngram = time_median(lambda: ngram.propose(prompt, 8), repeats=repeats, warmup=5).median
+    # Verification passes of every size, interleaved (time_passes), then read off the robust
+    # line through them: one noisy size cannot make v_k fall as k grows.
+    sizes = sorted({1} | {k + 1 for k in ks})
+    fit = fit_pass_cost(time_passes(target, sizes, len(prompt), repeats=10 * repeats))
     return {
         "target_pass_ms": 1e3 * one,
         "c_draft": pass_time(draft, 1) / one,
         "c_ngram": t_ngram / one,
-        "verify_cost": {str(k): pass_time(target, k + 1) / one for k in ks},
+        "verify_cost": {str(k): fit.ratio(k + 1) for k in ks},
     }
 
 
@@ -247,12 +252,16 @@ def main() -> None:
             }
             if method["drafter"] is not None:
                 row.update(counts[w, name])
-                c = ratios["c_draft"] if method["drafter"] == "draft" else ratios["c_ngram"]
+                # A draft pass per drafted token; one n-gram lookup per round.
+                draft = method["drafter"] == "draft"
+                c = ratios["c_draft"] if draft else 0.0
+                lookup = 0.0 if draft else ratios["c_ngram"]
                 if not row["adaptive"] and row["alpha"] == row["alpha"]:
-                    verify = ratios["verify_cost"][str(method["k"])]
-                    row["speedup_theory"] = expected_speedup(row["alpha"], method["k"], c, verify)
+                    k = method["k"]
+                    verify = ratios["verify_cost"][str(k)]
+                    row["speedup_theory"] = expected_speedup(row["alpha"], k, c, verify, lookup)
                     row["speedup_theory_given_lengths"] = row["E_theory_given_lengths"] / (
-                        method["k"] * c + verify
+                        k * c + lookup + verify
                     )
             rows.append(row)
 

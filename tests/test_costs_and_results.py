@@ -6,15 +6,12 @@ import torch
 from specdec_lib import ModelConfig, NgramDrafter, SamplingParams, SpeculationStats, TinyGPT
 from specdec_lib.analysis.costs import (
     cost_per_token,
-    decode_step,
-    decode_step_timing,
     kv_cache_bytes_per_token,
-    proposal_call,
     stats_cost_per_token,
-    time_ratio,
     weight_bytes,
 )
 from specdec_lib.analysis.results import load_result
+from specdec_lib.analysis.timing import decode_step, decode_step_timing, proposal_call, time_ratio
 
 SMALL = ModelConfig(block_size=64, n_layer=1, n_head=2, n_embd=16)
 

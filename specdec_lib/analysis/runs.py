@@ -1,18 +1,13 @@
-"""Measurement plumbing shared by chapters and benchmark scripts.
+"""Pooled runs: speculation over many prompts, and the copy accuracy of a model.
 
-Chapters call these so that a notebook shows a measurement, not a timing loop,
-and every figure quoted in the course carries its workload, k, drafter, sample
-size and machine.
+Chapters and benchmarks call these so that a notebook shows a measurement, not a loop,
+and every figure quoted in the course carries its workload, k, drafter and sample size.
+Timing lives in :mod:`specdec_lib.analysis.timing`.
 """
 
 from __future__ import annotations
 
-import os
-import platform
-import statistics
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
 
@@ -22,27 +17,6 @@ from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
 from specdec_lib.text.language import Example
 from specdec_lib.text.tokenizer import Tokenizer
-
-
-def machine_stamp() -> dict[str, str]:
-    """What the numbers were measured on: CPU, threads, Python and PyTorch versions."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": str(os.cpu_count()),
-        "torch_threads": str(torch.get_num_threads()),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-    }
-
 
 #: Workload seeds of the copy-accuracy measurement (``benchmarks/copy_accuracy.py``).
 COPY_SEEDS = (100, 2026, 4242, 7, 12345)
@@ -86,27 +60,3 @@ def pooled_speculation(
         if check_greedy and out != generate(target, ids, params):
             raise AssertionError(f"speculative output differs from greedy on prompt {i} at k={k}")
     return stats
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Median and spread of repeated wall-clock measurements, in seconds."""
-
-    median: float
-    low: float
-    high: float
-    repeats: int
-
-
-def time_median(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> Timing:
-    """Run ``fn`` ``warmup`` times untimed, then ``repeats`` times; report the median and range."""
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return Timing(statistics.median(times), min(times), max(times), repeats)

@@ -52,18 +52,21 @@ def expected_tokens_per_pass(alpha: float, k: int) -> float:
     return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
 
 
-def expected_speedup(alpha: float, k: int, c: float, verify_cost: float = 1.0) -> float:
-    """Wall-time speed-up over plain decoding: E(α, k) / (k·c + verify_cost).
+def expected_speedup(
+    alpha: float, k: int, c: float, verify_cost: float = 1.0, lookup: float = 0.0
+) -> float:
+    """Wall-time speed-up over plain decoding: E(α, k) / (k·c + lookup + verify_cost).
 
-    ``c`` is the cost of one draft pass in target passes (≈ 0 for an n-gram
-    drafter); ``verify_cost`` the cost of the (k+1)-position verification pass in
-    single-position target passes.
+    Each cost is charged as it is incurred, in single-position target passes: ``c`` per
+    draft-model pass (k of them a round), ``lookup`` once per round (an n-gram drafter's
+    search; its ``c`` is 0), ``verify_cost`` for the (k+1)-position verification pass.
     """
-    if not math.isfinite(c) or c < 0:
-        raise ValueError(f"c must be a finite number >= 0, got {c!r}")
+    for name, value in (("c", c), ("lookup", lookup)):
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     if not math.isfinite(verify_cost) or verify_cost <= 0:
         raise ValueError(f"verify_cost must be a finite number > 0, got {verify_cost!r}")
-    return expected_tokens_per_pass(alpha, k) / (k * c + verify_cost)
+    return expected_tokens_per_pass(alpha, k) / (k * c + lookup + verify_cost)
 
 
 def best_k(

@@ -5,13 +5,8 @@ from __future__ import annotations
 import pytest
 
 from specdec_lib import NgramDrafter, Tokenizer
-from specdec_lib.analysis.pass_cost import (
-    fit_pass_cost,
-    parameter_bytes,
-    time_batched_decoding,
-    time_passes,
-)
-from specdec_lib.analysis.runs import Timing
+from specdec_lib.analysis.costs import fit_pass_cost, weight_bytes
+from specdec_lib.analysis.timing import Timing, time_batched_decoding, time_passes
 from specdec_lib.course.ngram_view import highlight_match, ngram_explorer
 
 # --- ngram_view ----------------------------------------------------------------------------
@@ -79,7 +74,7 @@ def test_the_explorer_redraws_when_a_slider_moves():
 
 
 def test_parameter_bytes_counts_the_tied_embedding_once(untrained_target):
-    assert parameter_bytes(untrained_target) == 4 * untrained_target.num_parameters()
+    assert weight_bytes(untrained_target) == 4 * untrained_target.num_parameters()
 
 
 def test_time_passes_reports_a_median_within_its_range_for_each_size(untrained_target):
