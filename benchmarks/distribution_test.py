@@ -36,12 +36,8 @@ from specdec_lib import (
     load_model,
     process_logits,
 )
-from specdec_lib.analysis.hypothesis import (
-    ALPHA,
-    chi_square_power,
-    exact_output_distribution,
-    run_distribution_tests,
-)
+from specdec_lib.analysis.exact import exact_output_distribution
+from specdec_lib.analysis.hypothesis import ALPHA, chi_square_power, run_distribution_tests
 from specdec_lib.analysis.timing import machine_stamp
 from specdec_lib.engine.drafters import one_hot_probs
 

@@ -6,18 +6,20 @@ import torch
 from scipy.stats import chisquare
 
 from specdec_lib import SamplingParams, accept_sampled, accept_sampled_biased, process_logits
+from specdec_lib.analysis.exact import (
+    exact_first_token_distribution,
+    exact_mismatched_distribution,
+    exact_output_distribution,
+    residual_decomposition,
+)
 from specdec_lib.analysis.hypothesis import (
     chi_square,
     chi_square_power,
     distribution_test,
     error_rates,
-    exact_first_token_distribution,
-    exact_mismatched_distribution,
-    exact_output_distribution,
     expected_z,
     first_tokens,
     pooled_bins,
-    residual_decomposition,
     run_distribution_tests,
     sample_first_tokens,
     standard_error,

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from specdec_lib.analysis.hypothesis import residual_decomposition
+from specdec_lib.analysis.exact import residual_decomposition
 from specdec_lib.course.plotting import COLORS, INK, figure_png
 
 Pair = tuple[Sequence[float], Sequence[float]]

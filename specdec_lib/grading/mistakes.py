@@ -23,7 +23,7 @@ from unittest import mock
 
 import torch
 
-from specdec_lib.analysis.hypothesis import residual_decomposition
+from specdec_lib.analysis.exact import residual_decomposition
 from specdec_lib.engine.drafters import NgramDrafter, one_hot_probs
 from specdec_lib.engine.generate import SpeculationStats, generate, speculative_generate
 from specdec_lib.engine.verify import (

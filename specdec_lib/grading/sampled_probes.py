@@ -18,7 +18,8 @@ from typing import Any
 
 import torch
 
-from specdec_lib.analysis.hypothesis import chi_square, exact_first_token_distribution, z_score
+from specdec_lib.analysis.exact import exact_first_token_distribution
+from specdec_lib.analysis.hypothesis import chi_square, z_score
 from specdec_lib.engine.drafters import one_hot_probs
 from specdec_lib.engine.sampling import SamplingParams, process_logits
 from specdec_lib.engine.verify import target_distribution
