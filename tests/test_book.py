@@ -230,3 +230,34 @@ def test_every_nbval_sanitize_pattern_is_read_and_compiles():
     assert len(pairs) == len(declared), "a `regex:` line without a `replace: ...` line is ignored"
     for regex, _ in pairs:
         re.compile(regex)
+
+
+# --- what a reader sees ----------------------------------------------------------------------
+
+_SOLUTION = re.compile(r"^(:{3,}|`{3,})\{solution(?:-start)?\}[^\n]*\n((?::[^\n]*\n)*)", re.M)
+
+
+def _markdown_sources() -> list[tuple[str, str]]:
+    sources = [(p.name, p.read_text(encoding="utf-8")) for p in sorted(CHAPTERS.glob("*.md"))]
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        sources += [(path.name, c.source) for c in nb.cells if c.cell_type == "markdown"]
+    return sources
+
+
+def test_every_solution_is_folded_on_the_site():
+    unfolded = [
+        f"{name}: {m.group(0).splitlines()[0]}"
+        for name, text in _markdown_sources()
+        for m in _SOLUTION.finditer(text + "\n")
+        if ":class: dropdown" not in m.group(2)
+    ]
+    assert not unfolded, f"give these solutions ':class: dropdown': {unfolded}"
+
+
+@pytest.mark.parametrize(
+    "phrase", ["known gap", "issue 2", "the course sets a bar", "course goal", "does not copy yet"]
+)
+def test_no_chapter_speaks_of_project_internals(phrase):
+    found = [name for name, text in _markdown_sources() if phrase in text.lower()]
+    assert not found, f"{phrase!r} is project-internal language, found in {found}"
