@@ -70,7 +70,7 @@ def test_the_explorer_redraws_when_a_slider_moves():
     assert "nothing is proposed" in html_out.value
 
 
-# --- pass_cost -----------------------------------------------------------------------------
+# --- timing passes, and the pass-cost fit -------------------------------------------------
 
 
 def test_parameter_bytes_counts_the_tied_embedding_once(untrained_target):
