@@ -7,7 +7,7 @@ Every batch is freshly generated text (``data.training_text``) from a generator 
 by the step number, so there is no fixed corpus to memorise and the run is
 reproducible on the same machine and PyTorch version.
 
-Every ``probe_every`` steps the run measures what chapter 2 plots: teacher-forced
+Every ``probe_every`` steps the run measures what appendix A plots: teacher-forced
 next-token accuracy over the first tokens of the *quoted* passage of held-out "copy"
 prompts (the copy span, where copying can predict every token) and over the same
 stretch of the *source* passage (where nothing can be copied, so only the language's
