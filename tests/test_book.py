@@ -7,6 +7,7 @@ bottom, an ignored output with no reason given, a repository URL typed twice.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -79,6 +80,28 @@ def test_every_toc_entry_names_an_existing_page():
 def test_the_toc_lists_no_page_twice():
     files = [f.removesuffix(".ipynb").removesuffix(".md") for f in toc_files()]
     assert len(files) == len(set(files)), f"duplicate _toc.yml entries in {files}"
+
+
+def test_every_notebook_in_the_toc_has_a_measured_time_for_the_teachers_page():
+    # The teachers' page renders benchmarks/results/chapter_times.json at build time
+    # (scripts/book_chapter_times.py); a chapter added without timing it would be missing.
+    data = json.loads(
+        (ROOT / "benchmarks" / "results" / "chapter_times.json").read_text(encoding="utf-8")
+    )
+    notebooks = [
+        Path(f).name.removesuffix(".ipynb") + ".ipynb"
+        for f in toc_files()
+        if (ROOT / (f.removesuffix(".ipynb").removesuffix(".md") + ".ipynb")).is_file()
+    ]
+    assert notebooks, "no notebook found in _toc.yml"
+    missing = [n for n in notebooks if n not in data["notebooks"]]
+    assert not missing, (
+        f"no measured time for {missing}: run `OMP_NUM_THREADS=1 python scripts/time_chapters.py`"
+    )
+    for name in notebooks:
+        entry = data["notebooks"][name]
+        assert entry["seconds"] > 0 and entry["peak_rss_mb"] > 0, name
+    assert {"cpu", "cores", "python", "torch"} <= set(data["machine"])
 
 
 def test_every_chapter_appears_in_the_landing_pages_chapter_map():
