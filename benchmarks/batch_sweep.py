@@ -1,7 +1,7 @@
 """Batched speculation against batched plain decoding, batch size 1 to 64: where it stops paying.
 
     python benchmarks/batch_sweep.py [--batch-sizes 1,2,4,8,16,32,64] [--tokens 128] [--k 4]
-        [--repeats 3] [--threads 1] [--seed 2026]
+        [--repeats 7] [--threads 1] [--seed 2026] [--strict]
 
 For each workload and batch size B, B different prompts are decoded together,
 greedy, with the n-gram drafter (``NgramDrafter``, the library's rule with a
@@ -12,11 +12,15 @@ per-request acceptance and rollback). Throughput is B x ``--tokens`` new tokens
 over the wall time of the whole batch (prefill included in both). Outputs must
 be identical or the script stops.
 
-Timing: one untimed warm-up of each (workload, B, method), then ``--repeats``
-rounds timing every configuration once in a freshly shuffled order; medians and
-ranges over repeats. The crossover is the smallest batch size at which the
-median speculative throughput falls below the plain one. The process's CPU time
-is recorded too (steadier on a shared machine, where a run can be descheduled).
+Timing (:func:`~specdec_lib.analysis.timing.interleaved`): one untimed warm-up of each
+(workload, B, method), then ``--repeats`` rounds timing every configuration once in a
+freshly shuffled order. The speed-up at each B is the median of the per-repeat ratios
+plain / speculative (paired: measured side by side), with a bootstrap 95% interval over
+repeats. The crossover is reported only where the intervals resolve it: the largest B
+at which speculation is faster with its whole interval above 1 and the smallest B at
+which it is slower with its whole interval below 1; where no interval lies below 1 the
+result is "no crossover within the range". Stamped with machine, commit and weights,
+and checked for load (``--strict`` refuses a busy run).
 Writes benchmarks/results/batch_sweep.json and prints a table.
 """
 
@@ -24,8 +28,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -39,7 +43,8 @@ from specdec_lib import (
     load_model,
     workload_prompts,
 )
-from specdec_lib.analysis.timing import machine_stamp
+from specdec_lib.analysis.provenance import busy_report, run_stamp
+from specdec_lib.analysis.timing import bootstrap_interval, interleaved
 from specdec_lib.engine.batched import generate_batch, speculative_generate_batch
 
 OUT = Path(__file__).parent / "results" / "batch_sweep.json"
@@ -49,12 +54,24 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
 
-def crossover(rows: list[dict], workload: str) -> int | None:
-    """Smallest batch size where speculation's median throughput falls below plain decoding's."""
-    for r in sorted((r for r in rows if r["workload"] == workload), key=lambda r: r["batch"]):
-        if r["speedup_median"] < 1.0:
-            return r["batch"]
-    return None
+def crossover(rows: list[dict], workload: str) -> dict:
+    """Where speculation stops paying, as far as the intervals can tell."""
+    mine = sorted((r for r in rows if r["workload"] == workload), key=lambda r: r["batch"])
+    faster = [r["batch"] for r in mine if r["speedup_low"] > 1.0]
+    slower = [r["batch"] for r in mine if r["speedup_high"] < 1.0]
+    unresolved = [r["batch"] for r in mine if r["speedup_low"] <= 1.0 <= r["speedup_high"]]
+    if slower:
+        verdict = f"slower from B = {slower[0]} (interval below 1)"
+    elif unresolved:
+        verdict = f"no crossover resolved within the range; not resolved at B in {unresolved}"
+    else:
+        verdict = "no crossover within the range: faster at every B"
+    return {
+        "faster_at": faster,
+        "not_resolved_at": unresolved,
+        "slower_at": slower,
+        "verdict": verdict,
+    }
 
 
 def main() -> None:
@@ -62,13 +79,15 @@ def main() -> None:
     parser.add_argument("--batch-sizes", type=_ints, default=[1, 2, 4, 8, 16, 32, 64])
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--k", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--strict", action="store_true", help="refuse to write if busy")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
+    stamp = run_stamp()
     tok = Tokenizer()
     target = load_model("target")
     params = SamplingParams(max_tokens=args.tokens)
@@ -96,25 +115,33 @@ def main() -> None:
             counts[w, b] = stats
     print(f"warm-up and checks done in {time.perf_counter() - start:.0f} s")
 
-    rng = random.Random(args.seed)
-    times = {(w, b, m): [] for w in prompts for b in args.batch_sizes for m in ("plain", "spec")}
-    cpu = {key: [] for key in times}
-    for r in range(args.repeats):
-        jobs = list(times)
-        rng.shuffle(jobs)
-        for w, b, m in jobs:
-            t0, c0 = time.perf_counter(), time.process_time()
-            (plain if m == "plain" else spec)(w, b)
-            times[w, b, m].append(time.perf_counter() - t0)
-            cpu[w, b, m].append(time.process_time() - c0)
-        print(f"repeat {r + 1}/{args.repeats} done ({time.perf_counter() - start:.0f} s)")
+    jobs = {
+        (w, b, m): (lambda w=w, b=b, m=m: (plain if m == "plain" else spec)(w, b))
+        for w in prompts
+        for b in args.batch_sizes
+        for m in ("plain", "spec")
+    }
+    timed = interleaved(
+        jobs,
+        args.repeats,
+        seed=args.seed,
+        warmup=0,  # the output check above was the warm-up
+        progress=lambda r: print(
+            f"repeat {r}/{args.repeats} ({time.perf_counter() - start:.0f} s)"
+        ),
+    )
+    times = {key: wall for key, (wall, _) in timed.items()}
+    cpu = {key: c for key, (_, c) in timed.items()}
+    load = busy_report(
+        [x for t in times.values() for x in t], [x for c in cpu.values() for x in c], args.threads
+    )
 
     rows = []
     for w in prompts:
         for b in args.batch_sizes:
             tp, ts = times[w, b, "plain"], times[w, b, "spec"]
             ratios = [p / s for p, s in zip(tp, ts, strict=True)]
-            cpu_ratios = [p / s for p, s in zip(cpu[w, b, "plain"], cpu[w, b, "spec"], strict=True)]
+            speed = bootstrap_interval(ratios, seed=args.seed)
             stats = counts[w, b]
             n = b * args.tokens
             rows.append(
@@ -127,12 +154,9 @@ def main() -> None:
                     "spec_tokens_per_second": n / statistics.median(ts),
                     "spec_tps_low": n / max(ts),
                     "spec_tps_high": n / min(ts),
-                    "speedup_median": statistics.median(ratios),
-                    "speedup_low": min(ratios),
-                    "speedup_high": max(ratios),
-                    "cpu_speedup_median": statistics.median(cpu_ratios),
-                    "cpu_speedup_low": min(cpu_ratios),
-                    "cpu_speedup_high": max(cpu_ratios),
+                    "speedup_median": speed.value,
+                    "speedup_low": speed.low,
+                    "speedup_high": speed.high,
                     "plain_target_passes": args.tokens,
                     "spec_target_passes": stats.target_passes,
                     "spec_tokens_per_request_per_pass": stats.emitted / b / stats.target_passes,
@@ -142,12 +166,11 @@ def main() -> None:
             )
 
     result = {
-        "machine": machine_stamp(),
-        "command": (
-            f"python benchmarks/batch_sweep.py --batch-sizes "
-            f"{','.join(map(str, args.batch_sizes))} --tokens {args.tokens} --k {args.k} "
-            f"--repeats {args.repeats} --threads {args.threads} --seed {args.seed}"
-        ),
+        "stamp": stamp,
+        "load": load,
+        "command": " ".join(["python benchmarks/batch_sweep.py", *sys.argv[1:]]),
+        "interval": "bootstrap 95% over repeats of the paired ratio",
+        "threads": args.threads,
         "k": args.k,
         "drafter": NgramDrafter().name,
         "tokens_per_request": args.tokens,
@@ -157,24 +180,31 @@ def main() -> None:
         "seconds": round(time.perf_counter() - start, 1),
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
-    m = result["machine"]
+    m = result["stamp"]
     print(
-        f"\n{m['cpu']}, {m['torch_threads']} thread(s), torch {m['torch']}; n-gram k={args.k}, "
-        f"{args.tokens} tokens per request, median of {args.repeats} [range]"
+        f"\n{m['cpu']}, {args.threads} thread(s), torch {m['torch']}, commit {m['commit']}; "
+        f"n-gram k={args.k}, {args.tokens} tokens per request, median of {args.repeats} "
+        f"[bootstrap 95%]"
     )
     print(
         f"{'workload':8} {'B':>3} {'plain tok/s':>11} {'spec tok/s':>10} {'speed-up':>8} "
-        f"{'[range]':>13} {'spec passes':>11}"
+        f"{'[95%]':>13} {'accepted':>8} {'spec passes':>11}"
     )
     for r in rows:
         print(
             f"{r['workload']:8} {r['batch']:3d} {r['plain_tokens_per_second']:11.0f} "
             f"{r['spec_tokens_per_second']:10.0f} {r['speedup_median']:8.2f} "
-            f"[{r['speedup_low']:5.2f}, {r['speedup_high']:5.2f}] {r['spec_target_passes']:11d}"
+            f"[{r['speedup_low']:5.2f}, {r['speedup_high']:5.2f}] {r['acceptance_rate']:8.2f} "
+            f"{r['spec_target_passes']:11d}"
         )
-    print(f"crossover (first B where speculation is slower): {result['crossover']}")
+    for w, c in result["crossover"].items():
+        print(f"crossover, {w}: {c['verdict']}")
+    if load["busy"]:
+        print(f"WARNING: the machine was busy during the run: {load}")
+        if args.strict:
+            sys.exit("--strict: results not written")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"all outputs identical; {result['seconds']} s; wrote {args.out}")
 
 

@@ -213,17 +213,18 @@ def test_adaptive_k_changes_the_cost_but_not_the_greedy_output(
     assert out == references[workload]
     ks = [r.k for r in stats.log]
     assert ks[0] == 3 and all(policy.min_k <= k <= policy.max_k for k in ks)
-    for r, k_next in zip(stats.log, ks[1:], strict=False):
-        assert k_next == policy.next_k(r.k, len(r.proposed), r.n_accepted)
+    rounds = [(len(r.proposed), r.n_accepted) for r in stats.log]
+    for i, k_next in enumerate(ks[1:]):
+        assert k_next == policy.next_k(ks[i], rounds[: i + 1])
 
 
 def test_adaptive_k_grows_on_full_acceptance_and_shrinks_on_rejection():
     policy = AdaptiveK(min_k=1, max_k=8, grow=2, shrink=1)
-    assert policy.next_k(4, 4, 4) == 6
-    assert policy.next_k(7, 7, 7) == 8  # capped at max_k
-    assert policy.next_k(4, 4, 2) == 3
-    assert policy.next_k(1, 1, 0) == 1  # floored at min_k
-    assert policy.next_k(5, 0, 0) == 5  # no proposal, no evidence
+    assert policy.next_k(4, [(4, 4)]) == 6
+    assert policy.next_k(7, [(7, 7)]) == 8  # capped at max_k
+    assert policy.next_k(4, [(4, 4), (4, 2)]) == 3  # only the last round counts
+    assert policy.next_k(1, [(1, 0)]) == 1  # floored at min_k
+    assert policy.next_k(5, [(5, 5), (0, 0)]) == 5  # no proposal, no evidence
 
 
 @pytest.mark.parametrize(

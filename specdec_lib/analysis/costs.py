@@ -30,7 +30,7 @@ Every timing is made by :mod:`specdec_lib.analysis.timing`; this module only mod
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from specdec_lib.analysis.timing import Timing
@@ -96,3 +96,56 @@ def fit_pass_cost(timings: Mapping[int, Timing]) -> PassCostFit:
     slope = statistics.median(slopes)
     fixed = statistics.median(y - slope * t for t, y in points)
     return PassCostFit(fixed=fixed, per_position=slope)
+
+
+@dataclass(frozen=True)
+class UnitCosts:
+    """Measured seconds of each operation a request is made of: the cost model in seconds.
+
+    ``pass_fit``: a KV-cached target pass over T new positions; ``draft_pass``: one
+    draft-model pass; ``lookup``: one n-gram proposal call; ``prefill``: the first pass
+    over a whole prompt, by its length. The ``host_*`` terms are the time spent outside any
+    forward pass (Python choosing tokens, building tensors, cropping caches) per plain
+    decode step, per speculation round and per drafted token of a draft model; zero
+    gives the pure pass-counting model. Given the counts a run produced, it predicts the
+    run's time, so predicted and measured speed-ups can be set side by side.
+    """
+
+    pass_fit: PassCostFit
+    draft_pass: float
+    lookup: float
+    prefill: Mapping[int, float]
+    host_step: float = 0.0
+    host_round: float = 0.0
+    host_draft_step: float = 0.0
+
+    def prefill_time(self, positions: int) -> float:
+        """Measured prefill time at the nearest measured length, moved along the pass line."""
+        if not self.prefill:
+            raise ValueError("prefill must hold at least one measured length")
+        nearest = min(self.prefill, key=lambda n: abs(n - positions))
+        return self.prefill[nearest] + (positions - nearest) * self.pass_fit.per_position
+
+    def plain_request(self, prompt_len: int, tokens: int) -> float:
+        """Plain decoding: the prefill pass gives the first token, one pass per later token."""
+        return (
+            self.prefill_time(prompt_len)
+            + (tokens - 1) * self.pass_fit.predict(1)
+            + (tokens * self.host_step)
+        )
+
+    def speculative_request(
+        self, prompt_len: int, proposal_lengths: Sequence[int], draft_passes: int, lookups: int
+    ) -> float:
+        """Speculation: the first round's pass is the prefill (prompt plus proposal), each later
+        round one pass over its proposal plus the pending token; drafting charged as incurred."""
+        if not proposal_lengths:
+            raise ValueError("proposal_lengths must hold one length per round, got none")
+        first, *later = proposal_lengths
+        return (
+            self.prefill_time(prompt_len + first)
+            + sum(self.pass_fit.predict(m + 1) for m in later)
+            + draft_passes * (self.draft_pass + self.host_draft_step)
+            + lookups * self.lookup
+            + len(proposal_lengths) * self.host_round
+        )

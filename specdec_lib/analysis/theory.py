@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from specdec_lib.engine.generate import SpeculationStats
 
@@ -74,16 +75,97 @@ def best_k(
     c: float,
     k_max: int = 16,
     verify_cost: float | Callable[[int], float] = 1.0,
+    lookup: float = 0.0,
+    k_min: int = 1,
 ) -> int:
-    """The k in 1..k_max with the largest predicted speed-up (the smallest k on ties).
+    """The k in k_min..k_max with the largest predicted speed-up (the smallest k on ties).
 
     ``verify_cost`` is a number, or a function of k when the verification pass
-    gets dearer with its length.
+    gets dearer with its length; ``lookup`` is charged once per round.
     """
-    _check_k(k_max, "k_max", minimum=1)
+    _check_k(k_min, "k_min", minimum=1)
+    if isinstance(k_max, bool) or not isinstance(k_max, int) or k_max < k_min:
+        raise ValueError(f"k_max must be an integer >= k_min={k_min}, got {k_max!r}")
     cost = verify_cost if callable(verify_cost) else (lambda k: float(verify_cost))
-    speedups = [expected_speedup(alpha, k, c, cost(k)) for k in range(1, k_max + 1)]
-    return 1 + max(range(k_max), key=lambda i: (speedups[i], -i))
+    ks = range(k_min, k_max + 1)
+    return max(ks, key=lambda k: (expected_speedup(alpha, k, c, cost(k), lookup), -k))
+
+
+@dataclass(frozen=True)
+class CostAwareK:
+    """Adaptive draft length chosen by the cost model: each round, the k in
+    ``[min_k, max_k]`` that maximises predicted tokens per round over the round's cost,
+    E(k) / (k·c + lookup + v_k), from the acceptance this request has shown so far.
+
+    The +2 / -1 schedule (:class:`~specdec_lib.engine.generate.AdaptiveK`) knows nothing
+    of costs: it walks towards long drafts a step at a time, which a short request never
+    finishes, and it treats a cheap n-gram lookup and a dear draft model alike. This
+    policy asks the cost model instead. It does not assume one α: acceptance is
+    correlated along a draft (a drafter that is copying keeps copying), so E(k) is built
+    from the acceptance at each draft position given the earlier ones accepted (as
+    :func:`conditional_acceptance` measures it), E(k) = 1 + Σ_{i<=k} Π_{j<=i} a_j. Each a_j
+    is shrunk by one pseudo-observation towards a_{j-1} (a_1 towards the pooled α̂ of
+    :func:`estimate_alpha`), so a position not yet reached borrows the acceptance of the
+    last one reached: a drafter accepted in full at k = 4 is tried at longer k, though
+    never beyond twice the last k. Older rounds weigh ``decay`` times less per round (a
+    request that moves from copied to new text is followed); ``prior`` is the
+    (accepted, tested) pseudo-count α̂ starts from. ``verify_cost(k)`` is the cost of a
+    (k+1)-position pass in single-position passes, measured, e.g.
+    ``fit_pass_cost(...).ratio(k + 1)``.
+    """
+
+    c: float
+    verify_cost: Callable[[int], float]
+    lookup: float = 0.0
+    min_k: int = 1
+    max_k: int = 16
+    decay: float = 0.9
+    prior: tuple[float, float] = (1.0, 2.0)
+
+    def __post_init__(self) -> None:
+        best_k(0.5, self.c, self.max_k, self.verify_cost, self.lookup, self.min_k)  # validates
+        if not 0 < self.decay <= 1:
+            raise ValueError(f"decay must lie in (0, 1], got {self.decay!r}")
+        accepted, tested = self.prior
+        if not 0 <= accepted <= tested or tested <= 0:
+            raise ValueError(
+                f"prior must be (accepted, tested) with 0 <= accepted <= tested and tested > 0, "
+                f"got {self.prior!r}"
+            )
+
+    def position_acceptance(self, rounds: Sequence[tuple[int, int]]) -> list[float]:
+        """a_1..a_max_k: acceptance at each draft position given the earlier ones accepted,
+        from ``(proposed, accepted)`` rounds, the newest weighing most."""
+        reached = [0.0] * self.max_k
+        passed = [0.0] * self.max_k
+        accepted, tested = self.prior
+        weight = 1.0
+        for m, n in reversed(rounds):
+            if m == 0:
+                continue  # no proposal: no evidence about acceptance
+            for i in range(min(n + 1, m, self.max_k)):
+                reached[i] += weight
+                passed[i] += weight * (i < n)
+            accepted += weight * n
+            tested += weight * min(n + 1, m)
+            weight *= self.decay
+        rates, previous = [], accepted / tested
+        for p, r in zip(passed, reached, strict=True):
+            previous = (p + previous) / (r + 1.0)
+            rates.append(previous)
+        return rates
+
+    def next_k(self, k: int, rounds: Sequence[tuple[int, int]]) -> int:
+        """The k the cost model predicts fastest for the acceptance seen so far."""
+        expected, survive, best, best_speed = 1.0, 1.0, self.min_k, -1.0
+        for j, a in enumerate(self.position_acceptance(rounds), start=1):
+            survive *= a
+            expected += survive
+            if j >= self.min_k:
+                speed = expected / (j * self.c + self.lookup + self.verify_cost(j))
+                if speed > best_speed:
+                    best, best_speed = j, speed
+        return min(best, max(self.min_k, 2 * k))  # extrapolate at most to twice the last k
 
 
 def estimate_alpha(stats: SpeculationStats) -> float:

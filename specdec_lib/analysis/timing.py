@@ -4,8 +4,14 @@ Every wall-clock figure in the course comes from here. A measurement on a shared
 is noisy, so: untimed warm-up calls first; repeats of the compared variants interleaved
 (so a burst of load hits them alike); the median reported with the range; and, for the
 ratio of two operations, the ratio of their fast runs (:func:`time_ratio`). Every result
-file is stamped with :func:`machine_stamp`.
+file is stamped (:mod:`specdec_lib.analysis.provenance`).
 
+* Every results file carries :func:`~specdec_lib.analysis.provenance.run_stamp` and
+  :func:`~specdec_lib.analysis.provenance.busy_report` (machine, code, load).
+* :func:`interleaved`: the benchmarks' timing loop: warm-up, then repeats of every
+  compared job in a freshly shuffled order, wall and CPU time per job and repeat.
+* :func:`bootstrap_interval`, :func:`paired_speedup`, :class:`Estimate`: medians with
+  bootstrap 95% intervals, and speed-ups resampled over prompts and repeats together.
 * :func:`time_median`, :class:`Timing`: repeated timing of one callable.
 * :func:`time_ratio`, :class:`Ratio`: one operation against another, interleaved.
 * :func:`decode_step`, :func:`decode_step_timing`, :func:`proposal_call`: the operations
@@ -16,40 +22,126 @@ file is stamped with :func:`machine_stamp`.
 
 from __future__ import annotations
 
-import os
-import platform
 import random
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
+from specdec_lib.analysis.provenance import machine_stamp  # noqa: F401 (older callers)
 from specdec_lib.engine.batched import generate_batch
 from specdec_lib.engine.drafters import Drafter
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
 
 
-def machine_stamp() -> dict[str, str]:
-    """What the numbers were measured on: CPU, threads, Python and PyTorch versions."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": str(os.cpu_count()),
-        "torch_threads": str(torch.get_num_threads()),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-    }
+def interleaved(
+    jobs: Mapping[Hashable, Callable[[], object]],
+    repeats: int,
+    seed: int = 0,
+    warmup: int = 1,
+    progress: Callable[[int], None] | None = None,
+) -> dict[Hashable, tuple[list[float], list[float]]]:
+    """Time every job ``repeats`` times, each repeat in a freshly shuffled order.
+
+    ``warmup`` untimed runs of every job come first. Shuffling makes a slow phase of
+    the machine fall on all jobs alike instead of on whichever runs last. Returns
+    ``{key: (wall seconds per repeat, CPU seconds per repeat)}``.
+    """
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
+    keys = list(jobs)
+    for _ in range(warmup):
+        for key in keys:
+            jobs[key]()
+    shuffle = random.Random(seed)
+    out: dict[Hashable, tuple[list[float], list[float]]] = {key: ([], []) for key in keys}
+    for r in range(repeats):
+        shuffle.shuffle(keys)
+        for key in keys:
+            t0, c0 = time.perf_counter(), time.process_time()
+            jobs[key]()
+            out[key][0].append(time.perf_counter() - t0)
+            out[key][1].append(time.process_time() - c0)
+        if progress is not None:
+            progress(r + 1)
+    return out
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with a bootstrap interval (``level``, 95% by default)."""
+
+    value: float
+    low: float
+    high: float
+    level: float = 0.95
+
+    def resolves(self, other: float) -> bool:
+        """Whether the interval excludes ``other`` (e.g. 1.0: "does it pay?")."""
+        return not self.low <= other <= self.high
+
+
+def _percentiles(samples: list[float], level: float) -> tuple[float, float]:
+    samples = sorted(samples)
+    tail = (1 - level) / 2
+    n = len(samples)
+    return samples[int(tail * (n - 1))], samples[int(round((1 - tail) * (n - 1)))]
+
+
+def bootstrap_interval(
+    values: Sequence[float],
+    statistic: Callable[[Sequence[float]], float] = statistics.median,
+    level: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Estimate:
+    """``statistic`` of ``values`` with a percentile-bootstrap interval."""
+    values = list(values)
+    if not values:
+        raise ValueError("values must hold at least one number")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    if resamples < 100:
+        raise ValueError(f"resamples must be >= 100, got {resamples}")
+    rng = random.Random(seed)
+    n = len(values)
+    boot = [statistic([values[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples)]
+    return Estimate(statistic(values), *_percentiles(boot, level), level)
+
+
+def paired_speedup(
+    base: Sequence[Sequence[float]],
+    method: Sequence[Sequence[float]],
+    level: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Estimate:
+    """Speed-up of ``method`` over ``base``: total over prompts of each prompt's median
+    time over repeats, base / method. ``base[p][r]`` and ``method[p][r]`` are the times of
+    prompt p in repeat r.
+
+    The interval resamples prompts and repeats together (the same draws for both sides,
+    which were measured side by side), so it covers both the spread between prompts (a
+    different sample of prompts would give a different speed-up) and the timing noise.
+    """
+    n_p, n_r = len(base), len(base[0]) if base else 0
+    if n_p == 0 or n_r == 0 or len(method) != n_p or any(len(m) != n_r for m in method):
+        raise ValueError("base and method must be non-empty prompts x repeats tables of one shape")
+
+    def ratio(prompts: Sequence[int], reps: Sequence[int]) -> float:
+        b = sum(statistics.median(base[p][r] for r in reps) for p in prompts)
+        m = sum(statistics.median(method[p][r] for r in reps) for p in prompts)
+        return b / m
+
+    rng = random.Random(seed)
+    boot = [
+        ratio([rng.randrange(n_p) for _ in range(n_p)], [rng.randrange(n_r) for _ in range(n_r)])
+        for _ in range(resamples)
+    ]
+    return Estimate(ratio(range(n_p), range(n_r)), *_percentiles(boot, level), level)
 
 
 @dataclass(frozen=True)
@@ -260,3 +352,32 @@ def time_batched_decoding(
         b: time_median(lambda b=b: generate_batch(model, [ids] * b, params), repeats, warmup)
         for b in batch_sizes
     }
+
+
+def time_inside(models: Sequence[torch.nn.Module], fn: Callable[[], object]) -> tuple[float, float]:
+    """Run ``fn`` once; return (its wall seconds, seconds spent inside the models' forward).
+
+    The difference is the host's own work (building tensors, choosing tokens, the
+    drafter's bookkeeping, the cache's crops): time a cost model that counts only passes
+    leaves out. Forward hooks mark entry and exit of each model's top-level call.
+    """
+    inside = [0.0]
+    entered: list[float] = []
+
+    def pre(_module, _args) -> None:
+        entered.append(time.perf_counter())
+
+    def post(_module, _args, _out) -> None:
+        inside[0] += time.perf_counter() - entered.pop()
+
+    handles = [
+        h for m in models for h in (m.register_forward_pre_hook(pre), m.register_forward_hook(post))
+    ]
+    try:
+        start = time.perf_counter()
+        fn()
+        wall = time.perf_counter() - start
+    finally:
+        for h in handles:
+            h.remove()
+    return wall, inside[0]

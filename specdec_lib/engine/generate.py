@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 
@@ -117,6 +118,9 @@ class AdaptiveK:
     This is the schedule of Hugging Face's assisted generation (+2 / -1), kept within
     ``[min_k, max_k]``. A round whose drafter proposed nothing (the n-gram drafter
     found no match) says nothing about the draft length and leaves it unchanged.
+    Any object with ``min_k``, ``max_k`` and this ``next_k`` can steer
+    :func:`speculative_generate` (the cost model's policy is
+    :class:`specdec_lib.analysis.theory.CostAwareK`).
     """
 
     min_k: int = 1
@@ -136,13 +140,24 @@ class AdaptiveK:
         ):
             raise ValueError(f"max_k must be an integer >= min_k={self.min_k}, got {self.max_k!r}")
 
-    def next_k(self, k: int, n_proposed: int, n_accepted: int) -> int:
-        """The draft length for the next round, after one that proposed and accepted these."""
+    def next_k(self, k: int, rounds: Sequence[tuple[int, int]]) -> int:
+        """The next round's draft length, given this request's rounds so far as
+        ``(proposed, accepted)`` pairs; only the last one matters to this schedule."""
+        n_proposed, n_accepted = rounds[-1]
         if n_proposed == 0:
             return k
         if n_accepted == n_proposed:
             return min(self.max_k, k + self.grow)
         return max(self.min_k, k - self.shrink)
+
+
+class DraftLength(Protocol):
+    """What :func:`speculative_generate` needs of an adaptive draft-length policy."""
+
+    min_k: int
+    max_k: int
+
+    def next_k(self, k: int, rounds: Sequence[tuple[int, int]]) -> int: ...
 
 
 @dataclass
@@ -224,7 +239,7 @@ def speculative_generate(
     stats: SpeculationStats | None = None,
     use_kv_cache: bool = True,
     acceptor: Acceptor = accept_sampled,
-    adaptive_k: AdaptiveK | None = None,
+    adaptive_k: DraftLength | None = None,
 ) -> list[int]:
     """Speculative decoding: draft up to ``k`` tokens, verify them in one target pass.
 
@@ -233,17 +248,18 @@ def speculative_generate(
     ``accept_sampled_biased`` only to demonstrate the bug. ``use_kv_cache=False``
     is the textbook version that re-runs the target over the whole context each
     round. With ``adaptive_k``, ``k`` is the first round's draft length and later
-    rounds follow :meth:`AdaptiveK.next_k`.
+    rounds follow ``adaptive_k.next_k`` (:class:`AdaptiveK`, or any :class:`DraftLength`).
     """
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be an integer >= 1, got {k!r}")
     if adaptive_k is not None and not adaptive_k.min_k <= k <= adaptive_k.max_k:
         raise ValueError(
-            f"k must lie in [{adaptive_k.min_k}, {adaptive_k.max_k}] for this AdaptiveK, got {k}"
+            f"k must lie in [{adaptive_k.min_k}, {adaptive_k.max_k}] for this adaptive_k, got {k}"
         )
     tokens = check_prompt(prompt_token_ids, target, params)
     n_prompt = len(tokens)
     cache = target.new_cache(1) if use_kv_cache else None
+    rounds: list[tuple[int, int]] = []  # (proposed, accepted) per round, for adaptive_k
     while len(tokens) - n_prompt < params.max_tokens:
         remaining = params.max_tokens - (len(tokens) - n_prompt)
         # Never draft past max_tokens: a round emits up to m+1 tokens.
@@ -274,5 +290,6 @@ def speculative_generate(
                 cache_length=cache_length,
             )
         if adaptive_k is not None:
-            k = adaptive_k.next_k(k, m, n_acc)
+            rounds.append((m, n_acc))
+            k = adaptive_k.next_k(k, rounds)
     return tokens[n_prompt:]

@@ -1,0 +1,143 @@
+"""The measurement discipline: intervals, load checks, stamps, the cost-aware policy and
+the cost model in seconds."""
+
+import time
+
+import pytest
+import torch
+
+from specdec_lib import NgramDrafter, SamplingParams, SpeculationStats, speculative_generate
+from specdec_lib.analysis.costs import PassCostFit, UnitCosts
+from specdec_lib.analysis.provenance import busy_report, library_stamp, run_stamp
+from specdec_lib.analysis.theory import CostAwareK
+from specdec_lib.analysis.timing import (
+    Estimate,
+    bootstrap_interval,
+    interleaved,
+    paired_speedup,
+    time_inside,
+)
+
+
+def test_bootstrap_interval_contains_the_median_and_narrows_with_more_data():
+    few = bootstrap_interval([1.0, 2.0, 3.0, 4.0, 5.0])
+    many = bootstrap_interval([1.0, 2.0, 3.0, 4.0, 5.0] * 20)
+    assert few.low <= few.value == 3.0 <= few.high
+    assert many.high - many.low < few.high - few.low
+    with pytest.raises(ValueError, match="values must"):
+        bootstrap_interval([])
+    with pytest.raises(ValueError, match="level must"):
+        bootstrap_interval([1.0], level=1.0)
+
+
+def test_paired_speedup_recovers_a_known_ratio_and_its_interval_covers_prompt_spread():
+    base = [[1.0, 1.1, 0.9], [2.0, 2.2, 1.8], [4.0, 4.4, 3.6]]
+    exact = paired_speedup(base, [[t / 3 for t in row] for row in base])
+    assert exact.value == pytest.approx(3.0) and exact.high - exact.low < 1e-9
+    # one prompt speeds up 2x, the others 4x: the interval must cover more than one value
+    mixed = paired_speedup(
+        base, [[t / 2 for t in base[0]]] + [[t / 4 for t in r] for r in base[1:]]
+    )
+    assert mixed.low < mixed.value < mixed.high
+    assert Estimate(1.5, 1.2, 1.8).resolves(1.0) and not Estimate(1.1, 0.9, 1.3).resolves(1.0)
+    with pytest.raises(ValueError, match="one shape"):
+        paired_speedup(base, [[1.0]])
+
+
+def test_interleaved_times_every_job_every_repeat_in_shuffled_order():
+    order = []
+    jobs = {name: (lambda name=name: order.append(name)) for name in "abcd"}
+    out = interleaved(jobs, repeats=5, seed=3, warmup=1)
+    assert set(out) == set("abcd") and all(len(w) == len(c) == 5 for w, c in out.values())
+    timed = [order[4 + 4 * r : 8 + 4 * r] for r in range(5)]
+    assert all(sorted(r) == list("abcd") for r in timed)
+    assert len({tuple(r) for r in timed}) > 1  # the order changes between repeats
+
+
+def test_busy_report_flags_a_descheduled_run_and_passes_a_quiet_one():
+    quiet = busy_report([1.0] * 20, [0.99] * 20, threads=1)
+    assert quiet["median_cpu_share"] == pytest.approx(0.99) and quiet["jobs_below_cpu_share"] == 0
+    busy = busy_report([1.0] * 20, [0.5] * 20, threads=1)
+    assert busy["busy"] and busy["jobs_below_cpu_share"] == 20
+    with pytest.raises(ValueError, match="wall and cpu"):
+        busy_report([1.0], [], threads=1)
+
+
+def test_stamps_name_the_code_and_the_weights():
+    lib = library_stamp()
+    assert lib["specdec_lib"] and lib["commit"] and len(lib["weights_manifest_sha256"]) == 12
+    assert {"cpu", "torch", "commit", "load_average_at_start"} <= set(run_stamp())
+
+
+def test_time_inside_separates_forward_time_from_host_time():
+    model = torch.nn.Linear(4, 4)
+
+    def work() -> None:
+        model(torch.zeros(1, 4))
+        time.sleep(0.02)  # host time, outside any forward pass
+
+    wall, inside = time_inside([model], work)
+    assert wall >= 0.02 and 0 < inside < wall - 0.015
+    assert not model._forward_hooks and not model._forward_pre_hooks  # hooks removed
+
+
+def flat(k: int) -> float:
+    return 1.0 + 0.02 * k
+
+
+def test_cost_aware_k_drafts_long_when_accepted_and_short_when_rejected():
+    policy = CostAwareK(c=0.0, verify_cost=flat, lookup=0.01, max_k=16)
+    assert policy.next_k(8, [(8, 8)] * 6) == 16
+    assert policy.next_k(8, [(8, 0)] * 6) < 4
+    assert policy.next_k(2, [(2, 2)]) <= 4  # never beyond twice the last k
+    dear = CostAwareK(c=0.5, verify_cost=flat, max_k=16)
+    assert dear.next_k(8, [(8, 3)] * 6) < policy.next_k(8, [(8, 3)] * 6)  # a dear draft drafts less
+    assert (
+        policy.position_acceptance([(4, 4)] * 5)[:4] > policy.position_acceptance([(4, 1)] * 5)[:4]
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(decay=0.0), "decay must"),
+        (dict(prior=(3.0, 2.0)), "prior must"),
+        (dict(max_k=0), "k_max must"),
+        (dict(c=-1.0), "c must"),
+    ],
+)
+def test_a_bad_cost_aware_k_is_refused_with_the_parameter_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        CostAwareK(**({"c": 0.1, "verify_cost": flat} | kwargs))
+
+
+def test_cost_aware_k_leaves_the_greedy_output_unchanged(target, tok):
+    ids = tok.encode("Text: The rupu lilos the kimo.\nQuote:")
+    params = SamplingParams(max_tokens=24)
+    stats = SpeculationStats()
+    policy = CostAwareK(c=0.0, verify_cost=flat, max_k=16)
+    plain = speculative_generate(target, NgramDrafter(), ids, params, k=1)
+    adaptive = speculative_generate(
+        target, NgramDrafter(), ids, params, k=16, stats=stats, adaptive_k=policy
+    )
+    assert adaptive == plain and all(1 <= r.k <= 16 for r in stats.log)
+
+
+def test_unit_costs_predict_plain_and_speculative_requests_from_counts():
+    costs = UnitCosts(
+        pass_fit=PassCostFit(fixed=1.0, per_position=0.1),
+        draft_pass=0.2,
+        lookup=0.01,
+        prefill={10: 3.0},
+        host_step=0.05,
+        host_round=0.1,
+    )
+    assert costs.prefill_time(12) == pytest.approx(3.2)
+    assert costs.plain_request(10, 5) == pytest.approx(3.0 + 4 * 1.1 + 5 * 0.05)
+    # two rounds: prefill with a 2-token proposal, then a pass over 3+1 positions
+    expected = 3.2 + 1.4 + 5 * 0.2 + 2 * 0.01 + 2 * 0.1
+    assert costs.speculative_request(10, [2, 3], draft_passes=5, lookups=2) == pytest.approx(
+        expected
+    )
+    with pytest.raises(ValueError, match="proposal_lengths"):
+        costs.speculative_request(10, [], 0, 0)
