@@ -42,7 +42,7 @@ import yaml  # noqa: E402
 from nbclient import NotebookClient  # noqa: E402
 from nbclient.exceptions import CellExecutionError  # noqa: E402
 
-from specdec_lib.analysis.timing import machine_stamp  # noqa: E402
+from specdec_lib.analysis.provenance import machine_stamp  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"

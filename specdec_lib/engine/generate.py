@@ -115,9 +115,10 @@ class RoundRecord:
 class AdaptiveK:
     """Adaptive draft length: grow after a fully accepted proposal, shrink after a rejection.
 
-    This is the schedule of Hugging Face's assisted generation (+2 / -1), kept within
-    ``[min_k, max_k]``. A round whose drafter proposed nothing (the n-gram drafter
-    found no match) says nothing about the draft length and leaves it unchanged.
+    This is Hugging Face's "heuristic" schedule for assisted generation (+2 / -1, opt-in
+    there; its default keeps k constant), kept within ``[min_k, max_k]``. A round whose
+    drafter proposed nothing (the n-gram drafter found no match) says nothing about the
+    draft length and leaves it unchanged.
     Any object with ``min_k``, ``max_k`` and this ``next_k`` can steer
     :func:`speculative_generate` (the cost model's policy is
     :class:`specdec_lib.analysis.theory.CostAwareK`).
