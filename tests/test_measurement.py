@@ -141,3 +141,23 @@ def test_unit_costs_predict_plain_and_speculative_requests_from_counts():
     )
     with pytest.raises(ValueError, match="proposal_lengths"):
         costs.speculative_request(10, [], 0, 0)
+
+
+def test_time_inside_records_each_call_of_the_first_model_with_its_positions():
+    first, second = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    calls: list[tuple[int, float]] = []
+
+    def work() -> None:
+        first(torch.zeros(1, 3, 4))
+        second(torch.zeros(1, 5, 4))
+        first(torch.zeros(1, 1, 4))
+
+    time_inside([first, second], work, calls)
+    assert [n for n, _ in calls] == [3, 1] and all(t > 0 for _, t in calls)
+
+
+def test_a_measured_single_pass_replaces_the_line_at_one_position_only():
+    line = PassCostFit(fixed=1.0, per_position=0.1)
+    costs = UnitCosts(pass_fit=line, draft_pass=0.0, lookup=0.0, prefill={4: 1.0}, single_pass=0.5)
+    assert costs.pass_time(1) == 0.5 and costs.pass_time(3) == pytest.approx(1.3)
+    assert costs.plain_request(4, 3) == pytest.approx(1.0 + 2 * 0.5)

@@ -104,7 +104,10 @@ class UnitCosts:
 
     ``pass_fit``: a KV-cached target pass over T new positions; ``draft_pass``: one
     draft-model pass; ``lookup``: one n-gram proposal call; ``prefill``: the first pass
-    over a whole prompt, by its length. The ``host_*`` terms are the time spent outside any
+    over a whole prompt, by its length. ``single_pass``, if given, is the measured time of a
+    one-position pass, which the straight line through passes of 1 to 17 positions
+    overstates on a CPU: a single row runs matrix-vector products, a faster path than the
+    matrix-matrix products of a longer pass. The ``host_*`` terms are the time spent outside any
     forward pass (Python choosing tokens, building tensors, cropping caches) per plain
     decode step, per speculation round and per drafted token of a draft model; zero
     gives the pure pass-counting model. Given the counts a run produced, it predicts the
@@ -118,6 +121,7 @@ class UnitCosts:
     host_step: float = 0.0
     host_round: float = 0.0
     host_draft_step: float = 0.0
+    single_pass: float | None = None
 
     def prefill_time(self, positions: int) -> float:
         """Measured prefill time at the nearest measured length, moved along the pass line."""
@@ -126,12 +130,18 @@ class UnitCosts:
         nearest = min(self.prefill, key=lambda n: abs(n - positions))
         return self.prefill[nearest] + (positions - nearest) * self.pass_fit.per_position
 
+    def pass_time(self, positions: int) -> float:
+        """A KV-cached target pass over ``positions`` new positions."""
+        if positions == 1 and self.single_pass is not None:
+            return self.single_pass
+        return self.pass_fit.predict(positions)
+
     def plain_request(self, prompt_len: int, tokens: int) -> float:
         """Plain decoding: the prefill pass gives the first token, one pass per later token."""
         return (
             self.prefill_time(prompt_len)
-            + (tokens - 1) * self.pass_fit.predict(1)
-            + (tokens * self.host_step)
+            + (tokens - 1) * self.pass_time(1)
+            + tokens * self.host_step
         )
 
     def speculative_request(
@@ -144,7 +154,7 @@ class UnitCosts:
         first, *later = proposal_lengths
         return (
             self.prefill_time(prompt_len + first)
-            + sum(self.pass_fit.predict(m + 1) for m in later)
+            + sum(self.pass_time(m + 1) for m in later)
             + draft_passes * (self.draft_pass + self.host_draft_step)
             + lookups * self.lookup
             + len(proposal_lengths) * self.host_round

@@ -39,9 +39,14 @@ def machine_stamp() -> dict[str, str]:
     }
 
 
+# The paths whose changes would change a measurement (a chapter's prose would not).
+CODE = ("specdec_lib", "benchmarks", "scripts", "pyproject.toml")
+
+
 def library_stamp() -> dict[str, str]:
     """Which code and weights made the numbers: package version, git commit (with
-    ``+dirty`` if the tree had changes), and a digest of the weights manifest."""
+    ``+dirty`` if the library, benchmarks or scripts had uncommitted changes), and a
+    digest of the weights manifest."""
     root = Path(__file__).resolve().parents[2]
     try:
         commit = subprocess.run(
@@ -52,7 +57,7 @@ def library_stamp() -> dict[str, str]:
             check=True,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", *CODE],
             capture_output=True,
             text=True,
             timeout=10,

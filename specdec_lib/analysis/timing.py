@@ -354,12 +354,18 @@ def time_batched_decoding(
     }
 
 
-def time_inside(models: Sequence[torch.nn.Module], fn: Callable[[], object]) -> tuple[float, float]:
+def time_inside(
+    models: Sequence[torch.nn.Module],
+    fn: Callable[[], object],
+    calls: list[tuple[int, float]] | None = None,
+) -> tuple[float, float]:
     """Run ``fn`` once; return (its wall seconds, seconds spent inside the models' forward).
 
     The difference is the host's own work (building tensors, choosing tokens, the
     drafter's bookkeeping, the cache's crops): time a cost model that counts only passes
-    leaves out. Forward hooks mark entry and exit of each model's top-level call.
+    leaves out. Forward hooks mark entry and exit of each model's top-level call; if
+    ``calls`` is given, each call of the first model is appended to it as
+    ``(new positions, seconds)``, timed where it ran, inside the real decoding loop.
     """
     inside = [0.0]
     entered: list[float] = []
@@ -367,8 +373,11 @@ def time_inside(models: Sequence[torch.nn.Module], fn: Callable[[], object]) -> 
     def pre(_module, _args) -> None:
         entered.append(time.perf_counter())
 
-    def post(_module, _args, _out) -> None:
-        inside[0] += time.perf_counter() - entered.pop()
+    def post(module, args, _out) -> None:
+        elapsed = time.perf_counter() - entered.pop()
+        inside[0] += elapsed
+        if calls is not None and module is models[0]:
+            calls.append((int(args[0].shape[1]), elapsed))
 
     handles = [
         h for m in models for h in (m.register_forward_pre_hook(pre), m.register_forward_hook(post))
