@@ -27,7 +27,6 @@ Writes benchmarks/results/batch_sweep.json and prints a table.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -44,6 +43,7 @@ from specdec_lib import (
     workload_prompts,
 )
 from specdec_lib.analysis.provenance import busy_report, run_stamp
+from specdec_lib.analysis.results import save_result
 from specdec_lib.analysis.timing import bootstrap_interval, interleaved
 from specdec_lib.engine.batched import generate_batch, speculative_generate_batch
 
@@ -214,12 +214,7 @@ def main() -> None:
         )
     for w, c in result["crossover"].items():
         print(f"crossover, {w}: {c['verdict']}")
-    if load["busy"]:
-        print(f"WARNING: the machine was busy during the run: {load}")
-        if args.strict:
-            sys.exit("--strict: results not written")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    save_result(args.out, result, args.strict)
     print(f"all outputs identical; {result['seconds']} s; wrote {args.out}")
 
 

@@ -65,6 +65,7 @@ from specdec_lib import (
 )
 from specdec_lib.analysis.costs import UnitCosts, fit_pass_cost
 from specdec_lib.analysis.provenance import busy_report, run_stamp
+from specdec_lib.analysis.results import save_result
 from specdec_lib.analysis.theory import CostAwareK, estimate_alpha, expected_speedup
 from specdec_lib.analysis.timing import interleaved, paired_speedup, time_inside, time_passes
 from specdec_lib.engine.generate import AdaptiveK
@@ -364,12 +365,7 @@ def main() -> None:
     }
     result["summary"] = summarise(result)
     print_tables(result)
-    if load["busy"]:
-        print(f"WARNING: the machine was busy during the run: {load}")
-        if args.strict:
-            sys.exit("--strict: results not written")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    save_result(args.out, result, args.strict)
     print(
         f"all outputs identical to plain greedy decoding; {result['seconds']} s; wrote {args.out}"
     )

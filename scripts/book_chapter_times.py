@@ -19,15 +19,18 @@ when a chapter is added. ``tests/test_book.py`` checks the same thing without a 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
 from docutils import nodes
 from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective, SphinxRole
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import book_toc  # noqa: E402  (scripts/, beside this file)
 
 RESULTS = Path("benchmarks") / "results" / "chapter_times.json"
 logger = logging.getLogger(__name__)
@@ -35,19 +38,9 @@ logger = logging.getLogger(__name__)
 
 def toc_notebooks(srcdir: Path) -> list[str]:
     """Docnames of the notebooks in ``_toc.yml``, in reading order."""
-
-    def files(entries: list[dict]) -> list[str]:
-        out = []
-        for entry in entries:
-            if "file" in entry:
-                out.append(entry["file"])
-            for key in ("chapters", "sections", "parts"):
-                out.extend(files(entry.get(key, [])))
-        return out
-
-    toc = yaml.safe_load((srcdir / "_toc.yml").read_text(encoding="utf-8"))
-    names = [f.removesuffix(".ipynb").removesuffix(".md") for f in [toc["root"], *files([toc])]]
-    return [n for n in names if (srcdir / f"{n}.ipynb").is_file()]
+    return [
+        p.relative_to(srcdir).with_suffix("").as_posix() for p in book_toc.toc_notebooks(srcdir)
+    ]
 
 
 def read_times(env: Any) -> dict:

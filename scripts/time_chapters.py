@@ -37,8 +37,8 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch is imported, here and in kernels
 
+import book_toc  # noqa: E402  (scripts/, beside this file)
 import nbformat  # noqa: E402
-import yaml  # noqa: E402
 from nbclient import NotebookClient  # noqa: E402
 from nbclient.exceptions import CellExecutionError  # noqa: E402
 
@@ -51,20 +51,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "chapter_times.json"
 
 def toc_notebooks(root: Path = ROOT) -> list[Path]:
     """The notebooks listed in ``_toc.yml``, in reading order (Markdown pages left out)."""
-
-    def files(entries: list[dict]) -> list[str]:
-        out = []
-        for entry in entries:
-            if "file" in entry:
-                out.append(entry["file"])
-            for key in ("chapters", "sections", "parts"):
-                out.extend(files(entry.get(key, [])))
-        return out
-
-    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
-    stems = [toc["root"], *files([toc])]
-    paths = [root / (s.removesuffix(".ipynb").removesuffix(".md") + ".ipynb") for s in stems]
-    return [p for p in paths if p.is_file()]
+    return book_toc.toc_notebooks(root)
 
 
 def peak_rss_mb(pid: int) -> float | None:

@@ -28,23 +28,13 @@ NBVAL_MARKERS = (
 )
 
 sys.path.insert(0, str(ROOT / "scripts"))
+import book_toc  # noqa: E402
 from setup_cell import TAGS as SETUP_TAGS  # noqa: E402
 from setup_cell import repository_url, setup_source  # noqa: E402
 
 
-def _toc_files(entries: list[dict]) -> list[str]:
-    files = []
-    for entry in entries:
-        if "file" in entry:
-            files.append(entry["file"])
-        for key in ("chapters", "sections", "parts"):
-            files.extend(_toc_files(entry.get(key, [])))
-    return files
-
-
 def toc_files() -> list[str]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    return [toc["root"], *_toc_files([toc])]
+    return book_toc.toc_files(ROOT)
 
 
 def config() -> dict:

@@ -40,7 +40,7 @@ def machine_stamp() -> dict[str, str]:
 
 
 # The paths whose changes would change a measurement (a chapter's prose would not).
-CODE = ("specdec_lib", "benchmarks", "scripts", "pyproject.toml")
+CODE = ("specdec_lib", "benchmarks/*.py", "scripts", "pyproject.toml")
 
 
 def library_stamp() -> dict[str, str]:
