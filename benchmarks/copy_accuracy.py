@@ -11,7 +11,6 @@ loss on "novel" prompts in nats per byte. Writes benchmarks/results/copy_accurac
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
@@ -20,8 +19,9 @@ import torch
 import torch.nn.functional as F
 
 from specdec_lib import Tokenizer, load_model, workload_examples
+from specdec_lib.analysis.provenance import run_stamp
+from specdec_lib.analysis.results import save_result
 from specdec_lib.analysis.runs import COPY_SEEDS, copy_accuracy
-from specdec_lib.analysis.timing import machine_stamp
 
 OUT = Path(__file__).parent / "results" / "copy_accuracy.json"
 
@@ -70,13 +70,13 @@ def main() -> None:
             + f" {mean:7.1%} {novel:8.3f}"
         )
     result = {
-        "machine": machine_stamp(),
+        "stamp": run_stamp(),
         "prompts_per_seed": args.prompts,
         "tokens": args.tokens,
         "seconds": round(time.perf_counter() - start, 1),
         "rows": rows,
     }
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    save_result(args.out, result)
     print(f"{result['seconds']} s; wrote {args.out}")
 
 

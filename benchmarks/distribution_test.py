@@ -20,7 +20,6 @@ largest size. Writes benchmarks/results/distribution_test.json.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -38,7 +37,8 @@ from specdec_lib import (
 )
 from specdec_lib.analysis.exact import exact_output_distribution
 from specdec_lib.analysis.hypothesis import ALPHA, chi_square_power, run_distribution_tests
-from specdec_lib.analysis.timing import machine_stamp
+from specdec_lib.analysis.provenance import run_stamp
+from specdec_lib.analysis.results import save_result
 from specdec_lib.engine.drafters import one_hot_probs
 
 OUT = Path(__file__).parent / "results" / "distribution_test.json"
@@ -130,10 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         "passed": passed,
         "seconds": round(seconds, 1),
         "workers": args.workers,
-        "machine": machine_stamp(),
+        "stamp": run_stamp(),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    save_result(args.out, result)
     verdict = "PASS" if passed else "FAIL"
     print(
         f"{verdict} at {top['samples']} samples x {len(seeds)} seeds: correct rule passed "

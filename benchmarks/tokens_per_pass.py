@@ -13,7 +13,6 @@ Writes benchmarks/results/tokens_per_pass.json and prints a table.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -25,8 +24,9 @@ from specdec_lib import (
     load_model,
     workload_prompts,
 )
+from specdec_lib.analysis.provenance import run_stamp
+from specdec_lib.analysis.results import save_result
 from specdec_lib.analysis.runs import pooled_speculation
-from specdec_lib.analysis.timing import machine_stamp
 
 OUT = Path(__file__).parent / "results" / "tokens_per_pass.json"
 
@@ -72,14 +72,13 @@ def main() -> None:
                     f"{s.acceptance_rate:6.3f} {s.draft_passes:12d}"
                 )
     result = {
-        "machine": machine_stamp(),
+        "stamp": run_stamp(),
         "seed": args.seed,
         "tokens_per_prompt": args.tokens,
         "seconds": round(time.perf_counter() - start, 1),
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    save_result(args.out, result)
     print(f"all outputs identical to greedy; {result['seconds']} s; wrote {args.out}")
 
 
