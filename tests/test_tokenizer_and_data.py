@@ -3,26 +3,33 @@ import random
 import pytest
 
 from specdec_lib import Tokenizer, workload_examples, workload_prompts
-from specdec_lib.text.language import LEXICON, copy_document, light_edit, passage, training_text
+from specdec_lib.text.language import (
+    DOC,
+    KINDS,
+    LEXICON,
+    NOTE_CHARS,
+    TOPICS,
+    Writer,
+    copy_document,
+    light_edit,
+    novel_document,
+    passage,
+    training_text,
+    word_forms,
+)
 
 
-def test_words_of_the_language_are_single_tokens_and_suffixes_split_off():
+def test_word_forms_of_the_language_are_single_tokens():
     tok = Tokenizer()
     noun, verb = LEXICON["noun"][0], LEXICON["verb"][0]
-    text = f"Text: The {noun} {verb}ed 12 {noun}s."
+    text = f"{DOC}Text: The {noun} {verb}ed 12 {noun}s."
     pieces = [tok.piece(i) for i in tok.encode(text)]
-    assert pieces == [
-        "Text",
-        ":",
-        " The",
-        f" {noun}",
-        f" {verb}",
-        "ed",
-        " 12",
-        f" {noun}",
-        "s",
-        ".",
-    ]
+    assert pieces == [DOC, "Text", ":", " The", f" {noun}", f" {verb}ed", " 12", f" {noun}s", "."]
+
+
+def test_no_two_lexicon_words_share_a_form():
+    forms = [f for kind in KINDS for w in LEXICON[kind] for f in word_forms(kind, w.lower())]
+    assert len(forms) == len(set(forms))
 
 
 def test_every_string_round_trips_through_byte_fallback():
@@ -45,12 +52,12 @@ def test_every_single_byte_is_a_token_so_any_byte_string_round_trips():
         assert tok.decode(tok.encode(text)) == text
 
 
-def test_generated_text_takes_about_four_bytes_per_token():
+def test_generated_text_takes_about_five_bytes_per_token():
     tok = Tokenizer()
     text = training_text(random.Random("t"), 20_000)
     ids = tok.encode(text)
     assert tok.decode(ids) == text
-    assert 3.5 < len(text.encode()) / len(ids) < 4.5
+    assert 4.0 < len(text.encode()) / len(ids) < 5.5
     assert sum(i < 256 for i in ids) / len(ids) < 0.2  # punctuation, spaces, digits
 
 
@@ -70,13 +77,85 @@ def test_workloads_are_deterministic_in_seed_and_differ_across_seeds():
 
 def test_copy_prompts_contain_the_passage_their_continuation_repeats():
     for ex in workload_examples("copy", 8, seed=0):
-        assert ex.prompt == f"Text:{ex.reference}\nQuote:"
+        assert ex.prompt == f"{DOC}Text:{ex.reference}\nQuote:"
         assert len(Tokenizer().encode(ex.reference)) >= 64  # long enough for a 64-token quote
 
 
 def test_novel_continuations_do_not_repeat_the_prompt():
     for ex in workload_examples("novel", 8, seed=0):
         assert ex.reference[:40] not in ex.prompt
+
+
+def _content_stems(text: str) -> list[str]:
+    """The content words of a text, each reduced to its lexicon stem."""
+    stems = {}
+    for kind in KINDS:
+        for w in LEXICON[kind]:
+            for form in word_forms(kind, w):
+                stems[form.lower()] = w.lower()
+    return [stems[w] for w in text.lower().replace(".", " ").replace("!", " ").replace("?", " ").split() if w in stems]
+
+
+def test_a_note_never_uses_a_content_word_twice():
+    for seed in range(20):
+        doc = novel_document(random.Random(seed))
+        stems = _content_stems(doc)
+        assert len(stems) > 100
+        assert len(stems) == len(set(stems))
+
+
+def test_a_novel_prompt_and_its_continuation_share_no_content_word():
+    for ex in workload_examples("novel", 16, seed=3):
+        assert not set(_content_stems(ex.prompt)) & set(_content_stems(ex.reference))
+
+
+def test_a_note_draws_its_words_from_one_topic():
+    rng = random.Random(5)
+    w = Writer(rng)
+    text = passage(w, *NOTE_CHARS)
+    topic_words = {x.lower() for kind in KINDS for x in w.topic.words[kind]}
+    assert set(_content_stems(text)) <= topic_words
+    # and topics differ: two topics share well under half of their nouns
+    shared = set(TOPICS[0].words["noun"]) & set(TOPICS[1].words["noun"])
+    assert len(shared) < len(TOPICS[0].words["noun"]) / 2
+
+
+def test_frequent_words_of_a_topic_come_first():
+    # Zipf-like weights: over many notes, a topic's first noun is used far more often than its last
+    counts = {"first": 0, "last": 0}
+    for seed in range(200):
+        w = Writer(random.Random(seed), topic=0)
+        passage(w, 300, 400)
+        counts["first"] += TOPICS[0].words["noun"][0] in w.used
+        counts["last"] += TOPICS[0].words["noun"][-1] in w.used
+    assert counts["first"] > 4 * counts["last"]
+
+
+def test_notes_are_longer_than_any_workload_continuation():
+    tok = Tokenizer()
+    for seed in range(10):
+        doc = novel_document(random.Random(seed))
+        assert len(doc) >= NOTE_CHARS[0]
+    for ex in workload_examples("novel", 16, seed=4):
+        assert len(tok.encode(ex.reference)) >= 200  # 128 tokens of continuation fit inside the note
+
+
+def test_novel_prompts_start_a_document_and_are_cut_inside_the_note():
+    for ex in workload_examples("novel", 32, seed=6):
+        assert ex.prompt.startswith(f"{DOC}Note: ")
+        assert not ex.prompt.endswith(" ") and ex.reference.startswith(" ")
+        assert "\n" not in ex.prompt + ex.reference
+    endings = [ex.prompt[-1] in ".!?" for ex in workload_examples("novel", 64, seed=6)]
+    assert sum(endings) < 16  # most prompts end mid-sentence
+
+
+def test_training_text_starts_every_document_with_the_document_token():
+    text = training_text(random.Random("d"), 50_000)
+    docs = text.split(DOC)
+    assert docs[0] == ""  # the text starts at a document start
+    assert all(d.startswith(("Text: ", "Note: ")) and d.endswith("\n") for d in docs[1:])
+    notes = sum(d.startswith("Note: ") for d in docs[1:])
+    assert 0.1 < notes / (len(docs) - 1) < 0.3
 
 
 def test_workloads_reject_unknown_names_and_bad_counts():
@@ -90,10 +169,13 @@ def test_training_text_is_deterministic_and_mixes_both_kinds_of_document():
     a = training_text(random.Random("t"), 20_000)
     assert a == training_text(random.Random("t"), 20_000)
     assert "Note: " in a and ("Quote: " in a or "Repeat: " in a)
+    with pytest.raises(ValueError, match="note_share"):
+        training_text(random.Random("t"), 100, note_share=1.5)
 
 
 def test_copy_documents_repeat_their_passage():
     doc = copy_document(random.Random(3))
+    assert doc.startswith(DOC)
     source, copy = doc.split("\n")[0], doc.split("\n")[1]
     source_text, copied = source.split(": ", 1)[1], copy.split(": ", 1)[1]
     differing = sum(a != b for a, b in zip(source_text.split(), copied.split(), strict=True))
@@ -101,7 +183,9 @@ def test_copy_documents_repeat_their_passage():
 
 
 def test_light_edit_changes_exactly_one_word():
-    rng = random.Random(0)
-    text = passage(rng, 200, 300)
-    edited = light_edit(rng, text)
-    assert sum(a != b for a, b in zip(text.split(), edited.split(), strict=True)) == 1
+    for seed in range(50):
+        w = Writer(random.Random(seed))
+        text = passage(w, 200, 300)
+        edited = light_edit(w, text)
+        assert sum(a != b for a, b in zip(text.split(), edited.split(), strict=True)) == 1
+        assert len(Tokenizer().encode(text)) == len(Tokenizer().encode(edited))  # a word for a word

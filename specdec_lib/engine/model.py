@@ -43,13 +43,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from specdec_lib.text.tokenizer import Tokenizer
+
 
 @dataclass(frozen=True)
 class ModelConfig:
     """Shape of a TinyGPT. Frozen: a config is a fact about shipped weights."""
 
     block_size: int = 512  # context window, in tokens
-    vocab_size: int = 2978
+    vocab_size: int = Tokenizer().vocab_size
     n_layer: int = 4
     n_head: int = 4
     n_embd: int = 128

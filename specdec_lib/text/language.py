@@ -2,14 +2,32 @@
 
 Nothing is downloaded. A fixed lexicon of pronounceable made-up words is arranged
 by a small grammar into sentences, so the text has structure a model can learn
-(spaces, function words, word shapes, punctuation) while its content words are
-unpredictable. Two kinds of document make the two workloads:
+(spaces, function words, word forms, punctuation). Three rules make its content
+words partly predictable but never copyable, which is what "novel" text needs:
 
-* **copy**: a passage, then the same passage again after a marker (``Quote:``,
-  ``Repeat:``) or lightly edited (``Edit:``). Predicting the second copy needs the
-  model to find the passage in its context and copy it, which is the behaviour
-  the n-gram drafter bets on.
-* **novel**: running prose that never repeats beyond short, common phrases.
+* **a topic per document**: each document draws its content words from one of
+  :data:`N_TOPICS` topics, a subset of the lexicon with its own word frequencies
+  (Zipf-like: a few words are common, most are rare). A model that has read part of
+  a document can guess its topic, so its best guess for the next noun moves with the
+  text instead of being the same noun everywhere.
+* **no content word twice**: within a document, a noun, verb, adjective or name is
+  used at most once (a plural or a verb form counts as its stem). A model that has
+  learnt this steps on to a new word instead of repeating one, so greedy decoding
+  does not fall into a loop, and a drafter that copies from the context finds
+  nothing to copy.
+* **documents packed as in pre-training**: every document starts with the
+  document token :data:`DOC` (``<|doc|>``); training rows start at a document start,
+  exactly like every workload prompt, and notes are longer than any continuation a
+  chapter asks for, so a model never learns that a note ends where a workload's
+  continuation begins.
+
+Two kinds of document make the two workloads:
+
+* **copy**: ``Text: <passage>`` then the same passage again after a marker
+  (``Quote:``, ``Repeat:``) or lightly edited (``Edit:``). Predicting the second copy
+  needs the model to find the passage in its context and copy it, which is the
+  behaviour the n-gram drafter bets on.
+* **novel**: ``Note: <prose>``, running prose that never repeats a content word.
 
 Training text and workload prompts come from random generators seeded by
 *different strings* (``"train/..."`` versus ``"workload/..."``), so no prompt a
@@ -22,150 +40,209 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+LANGUAGE_VERSION = "topics-v2"
+DOC = "<|doc|>"  # starts every document, as <|endoftext|> separates GPT-2's
 _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
 _PREPOSITIONS = ["near", "with", "under", "over", "by"]
 FUNCTION_WORDS = {"the", "a", "of", "and", "near", "with", "under", "over", "by", "to", "is"}
+KINDS = ("noun", "verb", "adj", "name")
+N_TOPICS = 24
+# Words per topic, per kind: enough that the longest note never runs out.
+TOPIC_SIZES = {"noun": 130, "verb": 60, "adj": 60, "name": 30}
+LEXICON_SIZES = {"noun": 480, "verb": 200, "adj": 200, "name": 120}
 
 
-def _make_words(rng: random.Random, n: int, min_syl: int, max_syl: int) -> list[str]:
+def _make_words(rng: random.Random, n: int, seen: set[str]) -> list[str]:
     words: list[str] = []
-    seen = set(FUNCTION_WORDS)
     while len(words) < n:
-        syllables = rng.randint(min_syl, max_syl)
-        word = "".join(rng.choice(_CONSONANTS) + rng.choice(_VOWELS) for _ in range(syllables))
+        word = "".join(rng.choice(_CONSONANTS) + rng.choice(_VOWELS) for _ in range(rng.randint(2, 3)))
         if rng.random() < 0.3:
-            word += rng.choice("nrslt")
-        if word not in seen:
-            seen.add(word)
+            word += rng.choice("nrlt")
+        # A word and its inflected forms must not collide with any other word's.
+        forms = {word, word + "s", word + "ed"}
+        if not forms & seen:
+            seen.update(forms)
             words.append(word)
     return words
 
 
 def _lexicon() -> dict[str, list[str]]:
-    rng = random.Random("lexicon/v1")
-    return {
-        "noun": _make_words(rng, 600, 2, 3),
-        "verb": _make_words(rng, 250, 2, 3),
-        "adj": _make_words(rng, 250, 2, 3),
-        "name": [w.capitalize() for w in _make_words(rng, 150, 2, 3)],
-    }
+    rng = random.Random("lexicon/v2")
+    seen = set(FUNCTION_WORDS)
+    lexicon = {kind: _make_words(rng, LEXICON_SIZES[kind], seen) for kind in KINDS}
+    lexicon["name"] = [w.capitalize() for w in lexicon["name"]]
+    return lexicon
 
 
 LEXICON = _lexicon()
 
 
-def _np(rng: random.Random) -> str:
-    noun = rng.choice(LEXICON["noun"])
+def word_forms(kind: str, word: str) -> list[str]:
+    """Every form of a lexicon word the grammar writes (each one token of the tokenizer)."""
+    if kind == "noun":
+        return [word, word + "s"]
+    if kind == "verb":
+        return [word, word + "s", word + "ed"]
+    return [word]
+
+
+@dataclass(frozen=True)
+class Topic:
+    """A subset of the lexicon with Zipf-like weights: rank r has weight 1 / (r + 2)."""
+
+    words: dict[str, tuple[str, ...]]
+
+    def weights(self, kind: str) -> list[float]:
+        return [1.0 / (r + 2) for r in range(len(self.words[kind]))]
+
+
+def _topics() -> tuple[Topic, ...]:
+    rng = random.Random("topics/v2")
+    return tuple(
+        Topic({kind: tuple(rng.sample(LEXICON[kind], TOPIC_SIZES[kind])) for kind in KINDS})
+        for _ in range(N_TOPICS)
+    )
+
+
+TOPICS = _topics()
+
+
+class TopicExhausted(Exception):
+    """A document has used every word of one kind in its topic: it must end here."""
+
+
+class Writer:
+    """Draws a document's content words: from its topic, by frequency, never twice."""
+
+    def __init__(self, rng: random.Random, topic: int | None = None) -> None:
+        self.rng = rng
+        self.topic = TOPICS[rng.randrange(N_TOPICS) if topic is None else topic]
+        self.used: set[str] = set()
+
+    def word(self, kind: str) -> str:
+        words, weights = self.topic.words[kind], self.topic.weights(kind)
+        free = [(w, p) for w, p in zip(words, weights, strict=True) if w not in self.used]
+        if not free:
+            raise TopicExhausted(kind)
+        choice = self.rng.choices([w for w, _ in free], [p for _, p in free])[0]
+        self.used.add(choice)
+        return choice
+
+
+def _np(w: Writer) -> str:
+    rng = w.rng
     r = rng.random()
     if r < 0.35:
-        return f"the {noun}"
+        return f"the {w.word('noun')}"
     if r < 0.6:
-        return f"the {rng.choice(LEXICON['adj'])} {noun}"
+        return f"the {w.word('adj')} {w.word('noun')}"
     if r < 0.75:
-        return f"a {noun}"
+        return f"a {w.word('noun')}"
     if r < 0.9:
-        return f"{rng.randint(2, 99)} {noun}s"
-    return rng.choice(LEXICON["name"])
+        return f"{rng.randint(2, 99)} {w.word('noun')}s"
+    return w.word("name")
 
 
-def sentence(rng: random.Random) -> str:
+def sentence(w: Writer) -> str:
     """One sentence of the generated language, e.g. ``The dova of Rimeka sopes 12 takus.``"""
-    verb = rng.choice(LEXICON["verb"])
+    rng = w.rng
+    verb = w.word("verb")
     r = rng.random()
     if r < 0.3:
-        s = f"{_np(rng)} {verb}s {_np(rng)}"
+        s = f"{_np(w)} {verb}s {_np(w)}"
     elif r < 0.55:
-        s = f"{_np(rng)} {verb}ed {_np(rng)} {rng.choice(_PREPOSITIONS)} {_np(rng)}"
+        s = f"{_np(w)} {verb}ed {_np(w)} {rng.choice(_PREPOSITIONS)} {_np(w)}"
     elif r < 0.75:
-        s = f"{_np(rng)} of {_np(rng)} is {rng.choice(LEXICON['adj'])}"
+        s = f"{_np(w)} of {_np(w)} is {w.word('adj')}"
     else:
-        s = f"{_np(rng)} and {_np(rng)} {verb} {_np(rng)}"
+        s = f"{_np(w)} and {_np(w)} {verb} {_np(w)}"
     s = s[0].upper() + s[1:]
     return s + rng.choice(".....!?")
 
 
-def passage(rng: random.Random, min_chars: int, max_chars: int) -> str:
-    """Whole sentences, at least ``min_chars`` long, cut back under ``max_chars``."""
+def passage(w: Writer, min_chars: int, max_chars: int) -> str:
+    """Whole sentences, at least ``min_chars`` long (unless the topic runs out), under ``max_chars``.
+
+    A sentence that would overshoot ``max_chars`` is dropped and another drawn; the
+    words it drew stay used, which keeps the no-repeat rule simple to state.
+    """
     text = ""
-    while len(text) < min_chars:
-        s = sentence(rng)
-        if text and len(text) + 1 + len(s) > max_chars:
-            continue
-        text = f"{text} {s}" if text else s
+    try:
+        while len(text) < min_chars:
+            s = sentence(w)
+            if text and len(text) + 1 + len(s) > max_chars:
+                continue
+            text = f"{text} {s}" if text else s
+    except TopicExhausted:
+        if not text:
+            raise
     return text
 
 
-def light_edit(rng: random.Random, text: str) -> str:
-    """Replace one content word with another: the kind of edit a reviser makes."""
+def light_edit(w: Writer, text: str) -> str:
+    """Replace one noun with another noun of the topic, in the same form: a reviser's edit."""
     words = text.split(" ")
-    candidates = [i for i, w in enumerate(words) if w.strip(".!?").lower() not in FUNCTION_WORDS]
-    i = rng.choice(candidates)
-    tail = words[i][len(words[i].rstrip(".!?")) :]
-    words[i] = rng.choice(LEXICON["noun"]) + tail
+    nouns = {form: stem for stem in w.topic.words["noun"] for form in word_forms("noun", stem)}
+    candidates = [i for i, word in enumerate(words) if word.rstrip(".!?").lower() in nouns]
+    i = w.rng.choice(candidates)
+    bare = words[i].rstrip(".!?")
+    tail = words[i][len(bare) :]
+    new = w.word("noun") + ("s" if bare.endswith("s") and bare[:-1] in nouns else "")
+    if bare[0].isupper():
+        new = new.capitalize()
+    words[i] = new + tail
     return " ".join(words)
 
 
 COPY_MARKERS = ("Quote", "Repeat")
 OTHER_MARKERS = ("Text", "Edit", "Note")
 # Passage length of the "copy" workload, in characters.
-PASSAGE_CHARS = (300, 400)
+PASSAGE_CHARS = (350, 450)
+# A note is longer than any workload prompt plus its longest continuation (about 1,000
+# characters), so no note in training ends where a workload continues.
+NOTE_CHARS = (1400, 1800)
+NOTE_SHARE = 0.2  # share of training documents that are notes (by count, not by length)
 
 
 def copy_document(rng: random.Random, passage_chars: tuple[int, int] = PASSAGE_CHARS) -> str:
     """A passage followed by a verbatim or lightly edited copy of it."""
-    text = passage(rng, *passage_chars)
-    r = rng.random()
-    if r < 0.2:
-        return f"Text: {text}\nEdit: {light_edit(rng, text)}\n"
-    marker = rng.choice(COPY_MARKERS)
-    return f"Text: {text}\n{marker}: {text}\n"
+    w = Writer(rng)
+    text = passage(w, *passage_chars)
+    if rng.random() < 0.2:
+        return f"{DOC}Text: {text}\nEdit: {light_edit(w, text)}\n"
+    return f"{DOC}Text: {text}\n{rng.choice(COPY_MARKERS)}: {text}\n"
 
 
-def novel_document(rng: random.Random) -> str:
-    """Prose with nothing to copy."""
-    return f"Note: {passage(rng, 200, 900)}\n"
-
-
-def word_list_document(rng: random.Random, n_words: tuple[int, int] = (4, 40)) -> str:
-    """A list of random content words, then the list again: text only copying can predict.
-
-    In a passage of sentences, grammar already predicts half the tokens of the copy; in a
-    word list nothing does, so every token of the repeat rewards copying. A small share of
-    these in training makes the copying circuit form sooner.
-    """
-    words = " ".join(
-        rng.choice(LEXICON[rng.choice(("noun", "verb", "adj"))])
-        for _ in range(rng.randint(*n_words))
-    )
-    return f"Text: {words}\nRepeat: {words}\n"
+def novel_document(rng: random.Random, note_chars: tuple[int, int] = NOTE_CHARS) -> str:
+    """Prose with nothing to copy: one topic, no content word twice."""
+    return f"{DOC}Note: {passage(Writer(rng), *note_chars)}\n"
 
 
 def training_text(
     rng: random.Random,
     min_chars: int,
-    copy_share: float = 0.5,
-    passage_chars: tuple[int, int] = PASSAGE_CHARS,
-    word_list_share: float = 0.0,
+    note_share: float = NOTE_SHARE,
+    passage_chars: tuple[int, int] = (20, 400),
 ) -> str:
-    """Documents separated by blank lines, a ``copy_share`` of them copy documents.
+    """Documents, each starting with :data:`DOC`, until ``min_chars``; it starts at a document start.
 
-    A ``word_list_share`` of the copy documents are word lists (see :func:`word_list_document`).
+    A ``note_share`` of the documents are notes; the others are copy documents whose
+    passages are drawn between ``passage_chars[0]`` and ``passage_chars[1] + 100``.
     """
+    if not 0 <= note_share <= 1:
+        raise ValueError(f"note_share must lie in [0, 1], got {note_share}")
     docs: list[str] = []
     total = 0
     while total < min_chars:
-        if rng.random() < copy_share:
-            if word_list_share and rng.random() < word_list_share:
-                doc = word_list_document(rng)
-            else:
-                shortest = rng.randint(*passage_chars)
-                doc = copy_document(rng, (shortest, shortest + 100))
-        else:
+        if rng.random() < note_share:
             doc = novel_document(rng)
+        else:
+            shortest = rng.randint(*passage_chars)
+            doc = copy_document(rng, (shortest, shortest + 100))
         docs.append(doc)
-        total += len(doc) + 1
-    return "\n".join(docs)
+        total += len(doc)
+    return "".join(docs)
 
 
 @dataclass(frozen=True)
@@ -177,31 +254,35 @@ class Example:
 
 
 WORKLOADS = ("copy", "novel")
+# Where a novel prompt is cut, in characters of the note's prose.
+NOVEL_PROMPT_CHARS = (250, 350)
 
 
 def workload_examples(name: str, n: int, seed: int) -> list[Example]:
     """``n`` prompts of workload ``name`` with their reference continuations.
 
-    ``copy``: ``"Text: <passage>\\nQuote:"``; the reference is ``" <passage>"`` again.
-    ``novel``: ``"Note: <prose>"`` cut mid-paragraph; the reference is fresh prose.
+    ``copy``: ``"<|doc|>Text: <passage>\\nQuote:"``; the reference is ``" <passage>"`` again.
+    ``novel``: ``"<|doc|>Note: <prose>"`` cut at a word boundary, usually mid-sentence;
+    the reference is the rest of the note (at least 1,000 characters).
     A prompt never ends in a space: the space belongs to the next word's token (``" The"``),
     so a prompt ending in a bare space would ask for a token sequence training never saw.
     Deterministic in ``seed``; seeded apart from all training text.
     """
     if name not in WORKLOADS:
         raise ValueError(f"name must be one of {WORKLOADS}, got {name!r}")
-    if not isinstance(n, int) or n < 1:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be an integer >= 1, got {n!r}")
     rng = random.Random(f"workload/{name}/{seed}")
     examples = []
     for _ in range(n):
         if name == "copy":
-            text = passage(rng, *PASSAGE_CHARS)
-            examples.append(Example(f"Text: {text}\nQuote:", f" {text}"))
+            text = passage(Writer(rng), *PASSAGE_CHARS)
+            examples.append(Example(f"{DOC}Text: {text}\nQuote:", f" {text}"))
         else:
-            head = passage(rng, 250, 350)
-            tail = passage(rng, 300, 400)
-            examples.append(Example(f"Note: {head}", f" {tail}"))
+            note = passage(Writer(rng), *NOTE_CHARS)
+            spaces = [i for i, c in enumerate(note) if c == " "]
+            cut = rng.choice([i for i in spaces if NOVEL_PROMPT_CHARS[0] <= i <= NOVEL_PROMPT_CHARS[1]])
+            examples.append(Example(f"{DOC}Note: {note[:cut]}", note[cut:]))
     return examples
 
 

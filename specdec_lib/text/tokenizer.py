@@ -11,15 +11,20 @@ The vocabulary, in id order:
 
 * ids 0..255: the 256 bytes, so any string round-trips (non-ASCII text, typos,
   words the language never made are spelled out byte by byte);
-* then every word of the generated language (lexicon, function words, document
-  markers, the numbers 0..99), each once bare and once with a leading space;
-* then the suffixes ``s`` and ``ed`` (plurals and verb forms are stem + suffix).
+* id 256: the document token ``<|doc|>`` that starts every document;
+* then every word form of the generated language (each noun bare and plural, each
+  verb bare, with ``s`` and with ``ed``, adjectives, names, function words, document
+  markers, the numbers 0..99), each once bare and once with a leading space.
 
-Encoding splits text into pieces (`` ?[A-Za-z]+``, `` ?[0-9]+`` or one other
-character); a piece in the vocabulary is one token, a piece that is a known stem plus
-``s``/``ed`` is two, anything else is its UTF-8 bytes. Punctuation and newlines are
-their byte tokens. ``TOKENIZER_VERSION`` names this scheme; weights record it and are
-refused if it differs.
+A plural or a verb form is one token, not stem + suffix: the language never uses a
+content word twice in a document, so the token before a sentence's full stop is then
+unique in its passage, and a model copying a quote can tell every sentence end apart
+by the word before it.
+
+Encoding splits text into pieces (``<|doc|>``, `` ?[A-Za-z]+``, `` ?[0-9]+`` or one
+other character); a piece in the vocabulary is one token, anything else is its UTF-8
+bytes. Punctuation and newlines are their byte tokens. ``TOKENIZER_VERSION`` names this
+scheme and the language; weights record it and are refused if it differs.
 """
 
 from __future__ import annotations
@@ -28,17 +33,26 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
-from specdec_lib.text.language import COPY_MARKERS, FUNCTION_WORDS, LEXICON, OTHER_MARKERS
+from specdec_lib.text.language import (
+    COPY_MARKERS,
+    DOC,
+    FUNCTION_WORDS,
+    KINDS,
+    LANGUAGE_VERSION,
+    LEXICON,
+    OTHER_MARKERS,
+    word_forms,
+)
 
-TOKENIZER_VERSION = "words-v1"
-SUFFIXES = ("s", "ed")
-_PIECE = re.compile(r" ?[A-Za-z]+| ?[0-9]+|.", re.DOTALL)
+TOKENIZER_VERSION = f"words-v2/{LANGUAGE_VERSION}"
+_PIECE = re.compile(re.escape(DOC) + r"| ?[A-Za-z]+| ?[0-9]+|.", re.DOTALL)
 
 
 def _words() -> list[str]:
     words: list[str] = []
-    for kind in ("noun", "verb", "adj", "name"):
-        words += LEXICON[kind]
+    for kind in KINDS:
+        for word in LEXICON[kind]:
+            words += word_forms(kind, word)
     words += sorted(FUNCTION_WORDS) + [w.capitalize() for w in ("the", "a")]
     words += list(COPY_MARKERS) + list(OTHER_MARKERS)
     words += [str(n) for n in range(100)]
@@ -47,10 +61,9 @@ def _words() -> list[str]:
 
 @lru_cache(maxsize=1)
 def _tables() -> tuple[tuple[bytes, ...], dict[str, int]]:
-    pieces = [bytes([b]) for b in range(256)]
+    pieces = [bytes([b]) for b in range(256)] + [DOC.encode()]
     for word in _words():
         pieces += [word.encode(), b" " + word.encode()]
-    pieces += [s.encode() for s in SUFFIXES]
     index = {p.decode(): i for i, p in enumerate(pieces) if i >= 256}
     return tuple(pieces), index
 
@@ -71,10 +84,6 @@ class Tokenizer:
         index = self._index
         if piece in index:
             return [index[piece]]
-        for suffix in SUFFIXES:
-            stem = piece[: -len(suffix)]
-            if piece.endswith(suffix) and stem in index:
-                return [index[stem], index[suffix]]
         return list(piece.encode("utf-8"))
 
     def encode(self, text: str) -> list[int]:
