@@ -117,3 +117,24 @@ def test_malformed_draft_distributions_are_refused(rule):
 def test_greedy_acceptance_refuses_mismatched_rows():
     with pytest.raises(ValueError, match="target_logits must have shape"):
         accept_greedy(torch.zeros(2, V), [1, 2])
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+@pytest.mark.parametrize("row", [0, 2])
+def test_non_finite_target_logits_are_refused_by_both_rules(bad, row):
+    logits = torch.zeros(3, 5)
+    logits[row, 1] = bad
+    q = torch.full((2, 5), 0.2)
+    with pytest.raises(ValueError, match="target_logits"):
+        accept_greedy(logits, [1, 2])
+    with pytest.raises(ValueError, match="target_logits"):
+        accept_sampled(logits, q, [1, 2], SamplingParams(temperature=1.0))
+
+
+def test_a_target_row_that_is_minus_infinity_everywhere_is_refused():
+    logits = torch.zeros(3, 5)
+    logits[2] = float("-inf")
+    with pytest.raises(ValueError, match="target_logits"):
+        accept_sampled(logits, torch.full((2, 5), 0.2), [1, 2], SamplingParams(temperature=1.0))
+    logits[2, 0] = 0.0  # -inf entries alone are a legitimate mask
+    accept_sampled(logits, torch.full((2, 5), 0.2), [1, 2], SamplingParams(temperature=1.0))

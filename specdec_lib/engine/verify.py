@@ -43,6 +43,12 @@ def _check_target_logits(target_logits: torch.Tensor, k: int) -> None:
             f"target_logits must have shape (k+1, vocab_size) = ({k + 1}, V) for "
             f"k={k} proposals, got {tuple(target_logits.shape)}"
         )
+    # NaN would make min(1, p/q) read as 1 (accept) and argmax pick the NaN; +inf or a
+    # row that is -inf everywhere has no distribution at all. -inf entries are fine.
+    if torch.isnan(target_logits).any() or torch.isposinf(target_logits).any():
+        raise ValueError("target_logits must not hold NaN or +inf")
+    if torch.isneginf(target_logits).all(-1).any():
+        raise ValueError("target_logits must have a finite entry in every row (a row is all -inf)")
 
 
 def check_draft_probs(draft_probs: torch.Tensor, proposed: Sequence[int], vocab_size: int) -> None:

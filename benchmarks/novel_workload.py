@@ -1,0 +1,190 @@
+"""Is "novel" novel, and does "copy" copy? What the shipped target writes on each workload.
+
+    OMP_NUM_THREADS=1 python benchmarks/novel_workload.py [--seed 5150] [--prompts 64]
+
+On prompts from a workload seed that no chapter, test or other benchmark uses (run it
+again with another ``--seed`` to replicate):
+
+* **novel, greedy and T = 1**: the share of 128-token continuations that stay in their
+  note (no line break, no document token); per greedy continuation the share of distinct
+  token 4-grams; the share of prompts whose first 16 greedy tokens no other prompt shares.
+* **copy**: the share of quoted continuations that stay in the quote, greedy and T = 1;
+  greedy copy accuracy over 160 prompts x 64 tokens; n-gram tokens per target pass at
+  k = 7 over the quoted span (64 tokens), every output checked against plain greedy.
+* **drafters**: tokens per target pass of the n-gram drafter and the draft model, per
+  prompt, with the paired bootstrap interval (over prompts) of their difference: novel
+  greedy and T = 1, and copy, at k = 4; the draft model's acceptance per draft position
+  at k = 1..8 on novel greedy, with prompt-bootstrap intervals, and whether every k
+  agrees with the rate pooled over all k (a draft model that predicts has one
+  acceptance per position whatever k is; one that resonates with a loop does not).
+
+Writes benchmarks/results/novel_workload.json (or ``--out``) and prints a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from specdec_lib import (
+    DraftModelDrafter,
+    NgramDrafter,
+    SamplingParams,
+    SpeculationStats,
+    Tokenizer,
+    generate,
+    load_model,
+    speculative_generate,
+    workload_examples,
+)
+from specdec_lib.analysis.novelty import (
+    distinct_ngram_share,
+    paired_tokens_per_pass_difference,
+    position_acceptance,
+    stays_in_document,
+    unique_opening_share,
+)
+from specdec_lib.analysis.provenance import run_stamp
+from specdec_lib.analysis.results import save_result
+from specdec_lib.analysis.runs import copy_accuracy
+
+OUT = Path(__file__).parent / "results" / "novel_workload.json"
+NOVEL_TOKENS = 128
+COPY_TOKENS = 64
+COPY_PROMPTS = 160
+
+
+def per_prompt(target, make_drafter, prompts, params, k, seed, reference=None):
+    """One stats object per prompt; with ``reference`` (greedy outputs) each output is checked."""
+    out = []
+    for i, ids in enumerate(prompts):
+        stats = SpeculationStats()
+        gen = torch.Generator().manual_seed(seed + i)
+        got = speculative_generate(target, make_drafter(), ids, params, k=k, generator=gen, stats=stats)
+        if reference is not None and got != reference[i]:
+            raise AssertionError(f"speculative output differs from greedy on prompt {i} at k={k}")
+        out.append(stats)
+    return out
+
+
+def tpp(stats: list[SpeculationStats]) -> float:
+    return sum(s.emitted for s in stats) / sum(s.target_passes for s in stats)
+
+
+def estimate(e) -> dict:
+    return {"value": round(e.value, 4), "low": round(e.low, 4), "high": round(e.high, 4)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=5150)
+    parser.add_argument("--prompts", type=int, default=64)
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    tok = Tokenizer()
+    target, draft = load_model("target"), load_model("draft")
+    drafters = {"ngram": NgramDrafter, "draft": lambda: DraftModelDrafter(draft)}
+    start = time.perf_counter()
+    greedy = SamplingParams(max_tokens=NOVEL_TOKENS)
+    sampled = SamplingParams(temperature=1.0, max_tokens=NOVEL_TOKENS)
+    result: dict = {"seed": args.seed, "prompts": args.prompts}
+
+    novel = [tok.encode(e.prompt) for e in workload_examples("novel", args.prompts, args.seed)]
+    copy_ex = workload_examples("copy", COPY_PROMPTS, args.seed)
+    copy = [tok.encode(e.prompt) for e in copy_ex[: args.prompts]]
+    quote_len = [len(tok.encode(e.reference)) for e in copy_ex[: args.prompts]]
+
+    # What the target writes.
+    outs = {}
+    for name, prompts in (("novel", novel), ("copy", copy)):
+        for mode, params in (("greedy", greedy), ("T=1", sampled)):
+            outs[name, mode] = [
+                generate(target, ids, params, torch.Generator().manual_seed(args.seed + i))
+                for i, ids in enumerate(tqdm(prompts, desc=f"{name} {mode}", leave=False))
+            ]
+    g = outs["novel", "greedy"]
+    distinct = [distinct_ngram_share(o) for o in g]
+    result["novel"] = {
+        "stays_greedy": sum(map(stays_in_document, g)) / len(g),
+        "stays_T1": sum(map(stays_in_document, outs["novel", "T=1"])) / len(g),
+        "distinct_4grams_min": round(min(distinct), 4),
+        "distinct_4grams_median": round(statistics.median(distinct), 4),
+        "share_with_90pct_distinct_4grams": sum(d >= 0.9 for d in distinct) / len(g),
+        "unique_16_token_openings": unique_opening_share(g, 16),
+        "example": {"prompt": tok.decode(novel[0]), "greedy": tok.decode(g[0][:64])},
+    }
+    result["copy"] = {
+        mode: sum(stays_in_document(o[: n]) for o, n in zip(outs["copy", mode], quote_len, strict=True)) / len(copy)
+        for mode in ("greedy", "T=1")
+    }
+    result["copy"] = {"stays_in_quote_" + m.replace("=", ""): v for m, v in result["copy"].items()}
+    result["copy"]["greedy_accuracy_160x64"] = round(copy_accuracy(target, copy_ex, COPY_TOKENS), 5)
+
+    # Drafters, paired over prompts.
+    copy_params = SamplingParams(max_tokens=COPY_TOKENS)
+    copy_greedy = [o[:COPY_TOKENS] for o in outs["copy", "greedy"]]
+    ngram_copy_k7 = per_prompt(target, NgramDrafter, copy, copy_params, 7, args.seed, copy_greedy)
+    result["copy"]["ngram_k7_tokens_per_pass"] = round(tpp(ngram_copy_k7), 4)
+    scenarios = {
+        "novel greedy": (novel, greedy, g),
+        "novel T=1": (novel, sampled, None),
+        "copy greedy": (copy, copy_params, copy_greedy),
+    }
+    comparisons = {}
+    for label, (prompts, params, ref) in scenarios.items():
+        runs = {
+            name: per_prompt(target, make, prompts, params, 4, args.seed, ref)
+            for name, make in drafters.items()
+        }
+        diff = paired_tokens_per_pass_difference(runs["draft"], runs["ngram"], seed=args.seed)
+        comparisons[label] = {
+            "k": 4,
+            "ngram_tokens_per_pass": round(tpp(runs["ngram"]), 4),
+            "draft_tokens_per_pass": round(tpp(runs["draft"]), 4),
+            "draft_minus_ngram": estimate(diff),
+            "resolved": diff.resolves(0.0),
+        }
+        print(label, comparisons[label])
+    result["drafters"] = comparisons
+
+    # The draft model's acceptance per position, for every k: one curve, or one per k?
+    by_k = {k: per_prompt(target, drafters["draft"], novel, greedy, k, args.seed, g) for k in range(1, 9)}
+    pooled = []
+    for i in range(8):
+        acc = sum(s.position_accepted[i] for st in by_k.values() for s in st if i < len(s.position_accepted))
+        prop = sum(s.position_proposed[i] for st in by_k.values() for s in st if i < len(s.position_proposed))
+        pooled.append(acc / prop)
+    per_k = {}
+    agree = True
+    for k, stats in by_k.items():
+        ests = position_acceptance(stats, seed=args.seed)
+        per_k[k] = {"tokens_per_pass": round(tpp(stats), 4), "positions": [estimate(e) for e in ests]}
+        agree &= all(e.low <= pooled[i] <= e.high for i, e in enumerate(ests))
+    result["draft_positions"] = {
+        "pooled": [round(p, 4) for p in pooled],
+        "per_k": per_k,
+        "every_k_agrees_with_pooled": agree,
+    }
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    result.update(run_stamp())
+    save_result(args.out, result)
+
+    n = result["novel"]
+    print(
+        f"novel: stays {n['stays_greedy']:.3f} greedy / {n['stays_T1']:.3f} T=1; distinct 4-grams "
+        f"min {n['distinct_4grams_min']:.3f}, median {n['distinct_4grams_median']:.3f}; unique "
+        f"openings {n['unique_16_token_openings']:.3f}"
+    )
+    print(f"copy: {result['copy']}")
+    print(f"draft positions: pooled {result['draft_positions']['pooled']}, agree {agree}")
+    print(f"{result['seconds']:.0f} s -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
