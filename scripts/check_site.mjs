@@ -141,6 +141,13 @@ async function inspectPage() {
     }
   }
 
+  // Markers for the tools (nbval, the student-notebook generator) are never shown.
+  for (const pre of document.querySelectorAll("pre")) {
+    if (/NBVAL_IGNORE_OUTPUT|### (BEGIN|END) SOLUTION/.test(pre.textContent)) {
+      problems.push(`a test marker is shown: ${pre.textContent.trim().slice(0, 80)}`);
+    }
+  }
+
   const widgetState = document.querySelector('script[type="application/vnd.jupyter.widget-state+json"]');
   const widgetViews = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]');
   let widgets = 0;
