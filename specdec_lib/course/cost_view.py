@@ -20,7 +20,7 @@ from typing import Any
 from matplotlib.axes import Axes
 
 from specdec_lib.analysis.costs import cost_per_token
-from specdec_lib.course.plotting import COLORS, figure_png, new_figure
+from specdec_lib.course.plotting import COLORS, figure_png, legend_outside, new_figure
 
 Row = Mapping[str, Any]
 
@@ -73,7 +73,7 @@ def plot_costs(
         ax.axvline(k_mark, color=COLORS["highlight"], linewidth=1.2, alpha=0.8)
     ax.set_xticks(ks)
     ax.set_ylim(0, max(2.0, ax.get_ylim()[1]))
-    ax.legend(loc="upper right", fontsize=8.5, ncols=2)
+    legend_outside(ax)
 
 
 def verdict(rows: Sequence[Row], c: float, o: float, k: int) -> list[str]:

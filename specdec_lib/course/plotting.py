@@ -127,6 +127,25 @@ def new_figure(
     return fig, ax
 
 
+def legend_outside(ax: Axes, ncols: int | None = None, **kwargs: Any) -> None:
+    """A legend under the axes, outside the data: it never hides a point.
+
+    A legend placed inside the axes covers whatever falls under it, and where that is
+    depends on the data, which changes when a benchmark is re-run. Under the x-axis
+    label it covers nothing, whatever the data.
+    """
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    n = len(handles) if ncols is None else ncols
+    ax.legend(
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.2),
+        ncols=min(n, 3),
+        **kwargs,
+    )
+
+
 def check_figure(fig: Figure) -> None:
     """Raise ``ValueError`` unless every axes of ``fig`` is labelled and opaque.
 

@@ -24,7 +24,7 @@ import torch
 from matplotlib.figure import Figure
 
 from specdec_lib.analysis.exact import residual_decomposition
-from specdec_lib.course.plotting import COLORS, INK, figure_png
+from specdec_lib.course.plotting import COLORS, INK, figure_png, legend_outside
 
 Pair = tuple[Sequence[float], Sequence[float]]
 
@@ -97,7 +97,7 @@ def plot_residual_rule(
     )
     for ax in (left, right):
         ax.set_xticks(x, names)
-        ax.legend(fontsize=8, loc="upper right")
+        legend_outside(ax)
     top = float(max(p.max(), q.max(), biased.max()))
     for ax in (left, right):
         ax.set_ylim(0, top * 1.45)
