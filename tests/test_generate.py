@@ -6,6 +6,7 @@ from specdec_lib import (
     NgramDrafter,
     SamplingParams,
     SpeculationStats,
+    Tokenizer,
     generate,
     load_model,
     speculative_generate,
@@ -15,6 +16,7 @@ from specdec_lib import (
 from specdec_lib.analysis.runs import COPY_SEEDS, copy_accuracy
 
 GREEDY = SamplingParams(max_tokens=48)
+VOCAB = Tokenizer().vocab_size
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +92,7 @@ def test_trained_target_copies_the_quoted_passage_and_untrained_does_not(target,
     # tokens of the quoted passage. Training text is seeded apart from every workload seed, so
     # the model copies from its context; it cannot recall the passage.
     examples = [e for seed in COPY_SEEDS for e in workload_examples("copy", 32, seed)]
-    assert copy_accuracy(target, examples, n_tokens=64) >= 0.95
+    assert copy_accuracy(target, examples, n_tokens=64) >= 0.99
     untrained = load_model("target", trained=False)
     assert copy_accuracy(untrained, examples[:32], n_tokens=64) <= 0.05
 
@@ -102,10 +104,10 @@ def test_trained_target_copies_the_quoted_passage_and_untrained_does_not(target,
         (lambda t, ids: speculative_generate(t, NgramDrafter(), [], GREEDY), "at least 1 token"),
         (lambda t, ids: generate(t, [], GREEDY), "at least 1 token"),
         (
-            lambda t, ids: generate(t, [1, 2978], GREEDY),
-            r"prompt_token_ids must lie in \[0, 2977\]",
+            lambda t, ids: generate(t, [1, VOCAB], GREEDY),
+            rf"prompt_token_ids must lie in \[0, {VOCAB - 1}\]",
         ),
-        (lambda t, ids: generate(t, [-1], GREEDY), r"prompt_token_ids must lie in \[0, 2977\]"),
+        (lambda t, ids: generate(t, [-1], GREEDY), rf"prompt_token_ids must lie in \[0, {VOCAB - 1}\]"),
         (lambda t, ids: generate(t, [1] * 512, GREEDY), "shorter than the context window"),
         (
             lambda t, ids: generate(t, [1] * 444, SamplingParams(max_tokens=100)),

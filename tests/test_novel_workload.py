@@ -1,0 +1,81 @@
+"""What the shipped target writes: "novel" continuations stay in their note and do not loop.
+
+The full measurement (64 prompts, greedy and T = 1, both drafters, paired intervals) is
+``benchmarks/novel_workload.py``; these tests hold the same properties on a smaller
+sample from a seed of their own, so a retrained model that breaks one fails here.
+"""
+
+import pytest
+import torch
+
+from specdec_lib import NgramDrafter, SamplingParams, SpeculationStats, generate, workload_prompts
+from specdec_lib import speculative_generate
+from specdec_lib.analysis.novelty import (
+    distinct_ngram_share,
+    paired_tokens_per_pass_difference,
+    position_acceptance,
+    stays_in_document,
+    unique_opening_share,
+)
+
+SEED = 8080
+N = 16
+TOKENS = 128
+
+
+@pytest.fixture(scope="module")
+def novel(tok):
+    return [tok.encode(p) for p in workload_prompts("novel", N, SEED)]
+
+
+@pytest.fixture(scope="module")
+def greedy_outputs(target, novel):
+    return [generate(target, ids, SamplingParams(max_tokens=TOKENS)) for ids in novel]
+
+
+def test_greedy_novel_continuations_stay_in_the_note_and_do_not_loop(greedy_outputs):
+    assert sum(map(stays_in_document, greedy_outputs)) >= 0.95 * N
+    assert min(distinct_ngram_share(o) for o in greedy_outputs) >= 0.9
+    assert unique_opening_share(greedy_outputs, 16) >= 0.95
+
+
+def test_sampled_novel_continuations_stay_in_the_note(target, novel):
+    params = SamplingParams(temperature=1.0, max_tokens=TOKENS)
+    outs = [generate(target, ids, params, torch.Generator().manual_seed(i)) for i, ids in enumerate(novel)]
+    assert sum(map(stays_in_document, outs)) >= 0.95 * N
+
+
+def test_the_ngram_drafter_finds_little_on_novel(target, novel, greedy_outputs):
+    stats = SpeculationStats()
+    for ids, ref in zip(novel, greedy_outputs, strict=True):
+        out = speculative_generate(target, NgramDrafter(), ids, SamplingParams(max_tokens=TOKENS), k=4, stats=stats)
+        assert out == ref
+    assert stats.tokens_per_pass <= 1.5
+
+
+def test_novelty_measures_on_known_sequences():
+    assert distinct_ngram_share(list(range(20))) == 1.0
+    loop = [1, 2, 3, 4, 5, 6, 7] * 18  # a 7-token loop over 126 tokens
+    assert distinct_ngram_share(loop) == pytest.approx(7 / 123)
+    assert unique_opening_share([[1, 2], [1, 2], [3, 4]], 2) == pytest.approx(1 / 3)
+    assert stays_in_document([300, 301]) and not stays_in_document([300, 10, 301])
+    with pytest.raises(ValueError, match="n must"):
+        distinct_ngram_share([1, 2, 3], n=0)
+    with pytest.raises(ValueError, match="at least n"):
+        distinct_ngram_share([1, 2], n=4)
+
+
+def test_paired_difference_and_position_acceptance_intervals():
+    def stats(emitted, passes, accepted, proposed):
+        s = SpeculationStats(emitted=emitted, target_passes=passes)
+        s.position_accepted, s.position_proposed = list(accepted), list(proposed)
+        return s
+
+    a = [stats(30, 10, [8], [10]) for _ in range(10)]
+    b = [stats(12, 10, [1], [10]) for _ in range(10)]
+    diff = paired_tokens_per_pass_difference(a, b)
+    assert diff.value == pytest.approx(1.8) and diff.resolves(0.0)
+    est = position_acceptance(a)
+    assert est[0].value == pytest.approx(0.8) and est[0].low <= 0.8 <= est[0].high
+    with pytest.raises(ValueError, match="one stats object per prompt"):
+        paired_tokens_per_pass_difference(a, b[:3])
