@@ -181,17 +181,22 @@ def passage(w: Writer, min_chars: int, max_chars: int) -> str:
 
 
 def light_edit(w: Writer, text: str) -> str:
-    """Replace one noun with another noun of the topic, in the same form: a reviser's edit."""
+    """Replace one content word with another of its kind from the topic, in the same form.
+
+    A reviser's edit: one word changes, the rest of the passage stays, and the new word
+    is one the document has not used (so the no-repeat rule still holds).
+    """
     words = text.split(" ")
-    nouns = {form: stem for stem in w.topic.words["noun"] for form in word_forms("noun", stem)}
-    candidates = [i for i, word in enumerate(words) if word.rstrip(".!?").lower() in nouns]
+    forms = {}  # written form -> (kind, suffix)
+    for kind in KINDS:
+        for stem in w.topic.words[kind]:
+            for form in word_forms(kind, stem):
+                forms[form] = (kind, form[len(stem) :])
+    candidates = [i for i, word in enumerate(words) if word.rstrip(".!?") in forms]
     i = w.rng.choice(candidates)
     bare = words[i].rstrip(".!?")
-    tail = words[i][len(bare) :]
-    new = w.word("noun") + ("s" if bare.endswith("s") and bare[:-1] in nouns else "")
-    if bare[0].isupper():
-        new = new.capitalize()
-    words[i] = new + tail
+    kind, suffix = forms[bare]
+    words[i] = w.word(kind) + suffix + words[i][len(bare) :]
     return " ".join(words)
 
 
