@@ -2,13 +2,13 @@
 with 95% intervals, and the cost model's prediction beside every measurement.
 
     python benchmarks/wall_clock.py [--prompts 12] [--tokens 64] [--repeats 7] [--threads 1]
-        [--ngram-ks 1,2,3,4,6,8,12,16] [--draft-ks 1,2,3,4,6,8] [--seed 2026] [--strict]
+        [--ngram-ks 1,2,3,4,7,8,12,16] [--draft-ks 1,2,3,4,6,8] [--seed 2026] [--strict]
         [--out benchmarks/results/wall_clock.json]
 
 Batch one, CPU, three scenarios: "copy" and "novel" decoded greedily, and "novel T=1"
-decoded by sampling at temperature 1. Under greedy decoding this model ends a note and
-falls into a loop, so greedy "novel" output repeats itself; sampled, it does not, which
-makes "novel T=1" the scenario where nothing repeats. Every method decodes the same
+decoded by sampling at temperature 1. In both novel scenarios the target's continuation
+stays in its note and never repeats a content word (``benchmarks/novel_workload.py``
+measures that), so a drafter that copies finds little there. Every method decodes the same
 prompts; one timed unit is one request (prefill plus ``--tokens`` new tokens). Greedy
 outputs must equal plain greedy decoding's or the script stops; a sampled request is
 seeded per prompt, so its repeats retrace the same path and only the timing varies.
@@ -215,7 +215,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--ngram-ks", type=_ints, default=[1, 2, 3, 4, 6, 8, 12, 16])
+    parser.add_argument("--ngram-ks", type=_ints, default=[1, 2, 3, 4, 7, 8, 12, 16])
     parser.add_argument("--draft-ks", type=_ints, default=[1, 2, 3, 4, 6, 8])
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--strict", action="store_true", help="refuse to write if busy")
@@ -397,11 +397,19 @@ def summarise(result: dict) -> dict:
                         "share_of_best": r["speedup"] / best["speedup"],
                     }
             out[f"{w} {d}"] = entry
-    copy, novel = out["copy ngram"], out["novel T=1 ngram"]
+    k7 = next(
+        (r for r in result["rows"] if r["method"] == "ngram k=7" and r["workload"] == "copy"), None
+    )
+    best_novel = {
+        w: max(out[f"{w} ngram"]["speedup"], out[f"{w} draft"]["speedup"])
+        for w in ("novel", "novel T=1")
+    }
     out["goals"] = {
-        "copy best fixed k >= 3.0x, interval low >= 2.5x": copy["speedup"] >= 3.0
-        and copy["low"] >= 2.5,
-        "novel T=1 (nothing repeats) best fixed k (n-gram) >= 0.91x": novel["speedup"] >= 0.91,
+        "copy n-gram k=7 >= 6x plain greedy": k7 is not None and k7["speedup"] >= 6.0,
+        "novel (greedy and T=1): the better drafter's best fixed k >= 1.0x": min(
+            best_novel.values()
+        )
+        >= 1.0,
         "cost-aware adaptive k within 10% of best fixed k, every workload and drafter": all(
             v["cost-aware"]["share_of_best"] >= 0.9 for k, v in out.items() if k != "goals"
         ),
