@@ -65,7 +65,9 @@ def per_prompt(target, make_drafter, prompts, params, k, seed, reference=None):
     for i, ids in enumerate(prompts):
         stats = SpeculationStats()
         gen = torch.Generator().manual_seed(seed + i)
-        got = speculative_generate(target, make_drafter(), ids, params, k=k, generator=gen, stats=stats)
+        got = speculative_generate(
+            target, make_drafter(), ids, params, k=k, generator=gen, stats=stats
+        )
         if reference is not None and got != reference[i]:
             raise AssertionError(f"speculative output differs from greedy on prompt {i} at k={k}")
         out.append(stats)
@@ -120,7 +122,10 @@ def main() -> None:
         "example": {"prompt": tok.decode(novel[0]), "greedy": tok.decode(g[0][:64])},
     }
     result["copy"] = {
-        mode: sum(stays_in_document(o[: n]) for o, n in zip(outs["copy", mode], quote_len, strict=True)) / len(copy)
+        mode: sum(
+            stays_in_document(o[:n]) for o, n in zip(outs["copy", mode], quote_len, strict=True)
+        )
+        / len(copy)
         for mode in ("greedy", "T=1")
     }
     result["copy"] = {"stays_in_quote_" + m.replace("=", ""): v for m, v in result["copy"].items()}
@@ -154,17 +159,33 @@ def main() -> None:
     result["drafters"] = comparisons
 
     # The draft model's acceptance per position, for every k: one curve, or one per k?
-    by_k = {k: per_prompt(target, drafters["draft"], novel, greedy, k, args.seed, g) for k in range(1, 9)}
+    by_k = {
+        k: per_prompt(target, drafters["draft"], novel, greedy, k, args.seed, g)
+        for k in range(1, 9)
+    }
     pooled = []
     for i in range(8):
-        acc = sum(s.position_accepted[i] for st in by_k.values() for s in st if i < len(s.position_accepted))
-        prop = sum(s.position_proposed[i] for st in by_k.values() for s in st if i < len(s.position_proposed))
+        acc = sum(
+            s.position_accepted[i]
+            for st in by_k.values()
+            for s in st
+            if i < len(s.position_accepted)
+        )
+        prop = sum(
+            s.position_proposed[i]
+            for st in by_k.values()
+            for s in st
+            if i < len(s.position_proposed)
+        )
         pooled.append(acc / prop)
     per_k = {}
     agree = True
     for k, stats in by_k.items():
         ests = position_acceptance(stats, seed=args.seed)
-        per_k[k] = {"tokens_per_pass": round(tpp(stats), 4), "positions": [estimate(e) for e in ests]}
+        per_k[k] = {
+            "tokens_per_pass": round(tpp(stats), 4),
+            "positions": [estimate(e) for e in ests],
+        }
         agree &= all(e.low <= pooled[i] <= e.high for i, e in enumerate(ests))
     result["draft_positions"] = {
         "pooled": [round(p, 4) for p in pooled],

@@ -11,7 +11,7 @@ from specdec_lib.analysis.costs import (
     weight_bytes,
 )
 from specdec_lib.analysis.results import load_result
-from specdec_lib.analysis.timing import decode_step, decode_step_timing, proposal_call, time_ratio
+from specdec_lib.analysis.timing import decode_step, proposal_call, time_ratio
 
 SMALL = ModelConfig(block_size=64, n_layer=1, n_head=2, n_embd=16)
 
@@ -45,14 +45,6 @@ def test_stats_cost_per_token_uses_the_pooled_counts():
     stats.record([1, 2, 3], 3, [1, 2, 3, 4], draft_passes=3)
     stats.record([5, 6, 7], 0, [9], draft_passes=3)
     assert stats_cost_per_token(stats, c=0.5) == pytest.approx((2 + 0.5 * 6) / 5)
-
-
-def test_decode_step_timing_restores_the_context_length_and_validates_it():
-    model = TinyGPT(SMALL).eval()
-    timing = decode_step_timing(model, context_len=10, repeats=3, warmup=1)
-    assert timing.repeats == 3 and 0 < timing.low <= timing.median <= timing.high
-    with pytest.raises(ValueError, match="context_len"):
-        decode_step_timing(model, context_len=64)
 
 
 def test_every_decode_step_sees_the_same_context_length():

@@ -15,7 +15,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from specdec_lib import Tokenizer, speculative_generate  # noqa: E402
-from specdec_lib.course.notebook import _plain, glue, in_colab, show_source  # noqa: E402
+from specdec_lib.course.notebook import _plain, glue, show_source  # noqa: E402
 from specdec_lib.course.plotting import check_figure, new_figure, use_course_style  # noqa: E402
 from specdec_lib.course.rounds_view import render_rounds  # noqa: E402
 from specdec_lib.text.language import LEXICON  # noqa: E402
@@ -77,10 +77,6 @@ def test_glue_values_are_plain_python_numbers_so_format_specs_work():
 def test_glue_works_without_myst_nb(monkeypatch):
     monkeypatch.setitem(sys.modules, "myst_nb", None)  # import fails, as in Colab
     assert glue("x", 1.0) is None
-
-
-def test_in_colab_is_false_outside_colab():
-    assert in_colab() is False
 
 
 def test_show_source_shows_the_librarys_own_code_with_a_relative_path():

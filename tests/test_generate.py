@@ -107,7 +107,10 @@ def test_trained_target_copies_the_quoted_passage_and_untrained_does_not(target,
             lambda t, ids: generate(t, [1, VOCAB], GREEDY),
             rf"prompt_token_ids must lie in \[0, {VOCAB - 1}\]",
         ),
-        (lambda t, ids: generate(t, [-1], GREEDY), rf"prompt_token_ids must lie in \[0, {VOCAB - 1}\]"),
+        (
+            lambda t, ids: generate(t, [-1], GREEDY),
+            rf"prompt_token_ids must lie in \[0, {VOCAB - 1}\]",
+        ),
         (lambda t, ids: generate(t, [1] * 512, GREEDY), "shorter than the context window"),
         (
             lambda t, ids: generate(t, [1] * 444, SamplingParams(max_tokens=100)),

@@ -8,8 +8,14 @@ sample from a seed of their own, so a retrained model that breaks one fails here
 import pytest
 import torch
 
-from specdec_lib import NgramDrafter, SamplingParams, SpeculationStats, generate, workload_prompts
-from specdec_lib import speculative_generate
+from specdec_lib import (
+    NgramDrafter,
+    SamplingParams,
+    SpeculationStats,
+    generate,
+    speculative_generate,
+    workload_prompts,
+)
 from specdec_lib.analysis.novelty import (
     distinct_ngram_share,
     paired_tokens_per_pass_difference,
@@ -41,14 +47,19 @@ def test_greedy_novel_continuations_stay_in_the_note_and_do_not_loop(greedy_outp
 
 def test_sampled_novel_continuations_stay_in_the_note(target, novel):
     params = SamplingParams(temperature=1.0, max_tokens=TOKENS)
-    outs = [generate(target, ids, params, torch.Generator().manual_seed(i)) for i, ids in enumerate(novel)]
+    outs = [
+        generate(target, ids, params, torch.Generator().manual_seed(i))
+        for i, ids in enumerate(novel)
+    ]
     assert sum(map(stays_in_document, outs)) >= 0.95 * N
 
 
 def test_the_ngram_drafter_finds_little_on_novel(target, novel, greedy_outputs):
     stats = SpeculationStats()
     for ids, ref in zip(novel, greedy_outputs, strict=True):
-        out = speculative_generate(target, NgramDrafter(), ids, SamplingParams(max_tokens=TOKENS), k=4, stats=stats)
+        out = speculative_generate(
+            target, NgramDrafter(), ids, SamplingParams(max_tokens=TOKENS), k=4, stats=stats
+        )
         assert out == ref
     assert stats.tokens_per_pass <= 1.5
 

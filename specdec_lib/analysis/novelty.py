@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from specdec_lib.analysis.timing import Estimate, _percentiles
+from specdec_lib.checks import check_int
 from specdec_lib.engine.generate import SpeculationStats
 from specdec_lib.text.language import DOC
 from specdec_lib.text.tokenizer import Tokenizer
@@ -36,8 +37,7 @@ def distinct_ngram_share(tokens: Sequence[int], n: int = 4) -> float:
 
     A loop of period p over L tokens leaves about p / L of them distinct.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    check_int("n", n)
     grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
     if not grams:
         raise ValueError(f"tokens must hold at least n={n} tokens, got {len(tokens)}")
@@ -85,7 +85,7 @@ def position_acceptance(
     resamples: int = 2000,
     seed: int = 0,
 ) -> list[Estimate]:
-    """P(draft position i accepted | proposed), pooled over prompts, with a prompt-bootstrap interval.
+    """P(draft position i accepted | proposed), pooled over prompts, with a bootstrap interval.
 
     Rounds of one prompt are not independent (a passage that is easy stays easy), so the
     interval resamples prompts, not rounds.

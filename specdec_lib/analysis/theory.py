@@ -29,6 +29,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from specdec_lib.checks import check_int
 from specdec_lib.engine.generate import SpeculationStats
 
 
@@ -39,9 +40,7 @@ def _check_alpha(alpha: float) -> float:
 
 
 def _check_k(k: int, name: str = "k", minimum: int = 0) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or k < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {k!r}")
-    return k
+    return check_int(name, k, minimum)
 
 
 def expected_tokens_per_pass(alpha: float, k: int) -> float:
@@ -84,8 +83,7 @@ def best_k(
     gets dearer with its length; ``lookup`` is charged once per round.
     """
     _check_k(k_min, "k_min", minimum=1)
-    if isinstance(k_max, bool) or not isinstance(k_max, int) or k_max < k_min:
-        raise ValueError(f"k_max must be an integer >= k_min={k_min}, got {k_max!r}")
+    check_int("k_max", k_max, k_min)
     cost = verify_cost if callable(verify_cost) else (lambda k: float(verify_cost))
     ks = range(k_min, k_max + 1)
     return max(ks, key=lambda k: (expected_speedup(alpha, k, c, cost(k), lookup), -k))

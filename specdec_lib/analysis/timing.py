@@ -14,7 +14,7 @@ file is stamped (:mod:`specdec_lib.analysis.provenance`).
   bootstrap 95% intervals, and speed-ups resampled over prompts and repeats together.
 * :func:`time_median`, :class:`Timing`: repeated timing of one callable.
 * :func:`time_ratio`, :class:`Ratio`: one operation against another, interleaved.
-* :func:`decode_step`, :func:`decode_step_timing`, :func:`proposal_call`: the operations
+* :func:`decode_step`, :func:`proposal_call`: the operations
   the cost model needs timed (a cached decode step, a drafter's proposal).
 * :func:`time_passes`: a KV-cached pass over T new positions, for several T.
 * :func:`time_batched_decoding`: plain batched decoding at several batch sizes.
@@ -30,7 +30,6 @@ from dataclasses import dataclass
 
 import torch
 
-from specdec_lib.analysis.provenance import machine_stamp  # noqa: F401 (older callers)
 from specdec_lib.engine.batched import generate_batch
 from specdec_lib.engine.drafters import Drafter
 from specdec_lib.engine.model import TinyGPT
@@ -198,13 +197,6 @@ def decode_step(model: TinyGPT, context_len: int, seed: int = 0) -> Callable[[],
     return one_step
 
 
-def decode_step_timing(
-    model: TinyGPT, context_len: int, repeats: int = 30, warmup: int = 5, seed: int = 0
-) -> Timing:
-    """Wall-clock time of one cached decode step after ``context_len`` tokens (median)."""
-    return time_median(decode_step(model, context_len, seed), repeats=repeats, warmup=warmup)
-
-
 def proposal_call(
     drafter: Drafter, context: Sequence[int], k: int, params: SamplingParams
 ) -> Callable[[], None]:
@@ -292,7 +284,7 @@ def time_passes(
 ) -> dict[int, Timing]:
     """Median wall time of one KV-cached forward pass of ``T`` new positions, for each T.
 
-    The cache holds ``context_len`` tokens (random bytes from ``seed``: the
+    The cache holds ``context_len`` tokens (random token ids from ``seed``: the
     cost of a pass does not depend on which tokens they are). Returns
     ``{T: Timing}`` in seconds.
     """

@@ -158,7 +158,7 @@ def highlight_match(
 ) -> MatchView:
     """Show where :class:`NgramDrafter` finds its match in ``context`` and what it proposes.
 
-    ``context`` is token ids or text (encoded with the byte tokenizer).
+    ``context`` is token ids or text (encoded with the course tokenizer).
     """
     ids = Tokenizer().encode(context) if isinstance(context, str) else [int(t) for t in context]
     drafter = NgramDrafter(max_n=max_n, min_n=min_n)

@@ -5,7 +5,6 @@
 * :func:`show_source` displays the library's own source for a function or
   class, so a chapter quotes the code that runs instead of pasting a second
   copy that could drift from it.
-* :func:`in_colab` tells a chapter whether it runs in Google Colab.
 """
 
 from __future__ import annotations
@@ -13,16 +12,10 @@ from __future__ import annotations
 import inspect
 import numbers
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SourceListing", "glue", "in_colab", "show_source"]
-
-
-def in_colab() -> bool:
-    """True when running inside Google Colab."""
-    return "google.colab" in sys.modules
+__all__ = ["SourceListing", "glue", "show_source"]
 
 
 def _plain(value: Any) -> Any:

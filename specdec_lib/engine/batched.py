@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from specdec_lib.checks import check_int
 from specdec_lib.engine.drafters import Drafter
 from specdec_lib.engine.generate import SpeculationStats, check_prompt, next_token
 from specdec_lib.engine.model import KVCache, TinyGPT
@@ -84,8 +85,7 @@ def speculative_generate_batch(
     positions; with greedy decoding each output equals running the request alone.
     Finished requests ride along with no proposals until the slowest finishes.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    check_int("k", k)
     seqs = _check_batch(target, prompts, params)
     block = target.config.block_size
     longest = max(len(s) for s in seqs)

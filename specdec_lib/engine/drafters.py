@@ -21,6 +21,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import torch
 
+from specdec_lib.checks import check_int
 from specdec_lib.engine.model import KVCache, TinyGPT
 from specdec_lib.engine.sampling import SamplingParams, process_logits, sample
 from specdec_lib.text.tokenizer import Tokenizer
@@ -61,8 +62,7 @@ def one_hot_probs(tokens: Sequence[int], vocab_size: int) -> torch.Tensor:
 
 
 def _check_k(k: int) -> None:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise ValueError(f"k must be an integer >= 0, got {k!r}")
+    check_int("k", k, 0)
 
 
 class NgramDrafter:
@@ -76,12 +76,9 @@ class NgramDrafter:
     """
 
     def __init__(self, max_n: int = 4, min_n: int = 1, vocab_size: int = VOCAB_SIZE) -> None:
-        if isinstance(min_n, bool) or not isinstance(min_n, int) or min_n < 1:
-            raise ValueError(f"min_n must be an integer >= 1, got {min_n!r}")
-        if isinstance(max_n, bool) or not isinstance(max_n, int) or max_n < min_n:
-            raise ValueError(f"max_n must be an integer >= min_n={min_n}, got {max_n!r}")
-        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
-            raise ValueError(f"vocab_size must be an integer >= 1, got {vocab_size!r}")
+        check_int("min_n", min_n)
+        check_int("max_n", max_n, min_n)
+        check_int("vocab_size", vocab_size)
         self.max_n = max_n
         self.min_n = min_n
         self.vocab_size = vocab_size
@@ -137,11 +134,6 @@ class DraftModelDrafter:
         self.name = name
         self._cache: KVCache | None = None
         self._cached: list[int] = []
-
-    def reset(self) -> None:
-        """Forget the cache (done automatically when the context changes wholesale)."""
-        self._cache = None
-        self._cached = []
 
     def _logits_after(self, context: list[int]) -> torch.Tensor:
         if self._cache is None:

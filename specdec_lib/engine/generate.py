@@ -35,6 +35,7 @@ from typing import Protocol
 
 import torch
 
+from specdec_lib.checks import check_int
 from specdec_lib.engine.drafters import Drafter
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams, process_logits, sample
@@ -132,8 +133,7 @@ class AdaptiveK:
     def __post_init__(self) -> None:
         for name in ("min_k", "grow", "shrink"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+            check_int(name, value)
         if (
             isinstance(self.max_k, bool)
             or not isinstance(self.max_k, int)
@@ -251,8 +251,7 @@ def speculative_generate(
     round. With ``adaptive_k``, ``k`` is the first round's draft length and later
     rounds follow ``adaptive_k.next_k`` (:class:`AdaptiveK`, or any :class:`DraftLength`).
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    check_int("k", k)
     if adaptive_k is not None and not adaptive_k.min_k <= k <= adaptive_k.max_k:
         raise ValueError(
             f"k must lie in [{adaptive_k.min_k}, {adaptive_k.max_k}] for this adaptive_k, got {k}"

@@ -43,6 +43,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from specdec_lib.checks import check_int
 from specdec_lib.text.tokenizer import Tokenizer
 
 
@@ -62,8 +63,7 @@ class ModelConfig:
     def __post_init__(self) -> None:
         for name in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd", "n_hidden"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+            check_int(name, value)
         if self.n_embd % self.n_head or (self.n_embd // self.n_head) % 2:
             raise ValueError(
                 f"n_embd / n_head must be an even integer, got n_embd={self.n_embd}, "
@@ -86,10 +86,8 @@ class KVCache:
     """
 
     def __init__(self, config: ModelConfig, batch_size: int = 1) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        check_int("batch_size", batch_size)
         shape = (batch_size, config.n_head, config.block_size, config.head_size)
-        self.config = config
         self.k = [torch.zeros(shape) for _ in range(config.n_layer)]
         self.v = [torch.zeros(shape) for _ in range(config.n_layer)]
         self.lengths = torch.zeros(batch_size, dtype=torch.long)

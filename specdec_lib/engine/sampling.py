@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
+from specdec_lib.checks import check_int
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -39,8 +41,7 @@ class SamplingParams:
         if isinstance(p, bool) or not isinstance(p, int | float) or not 0 < p <= 1:
             raise ValueError(f"top_p must lie in (0, 1], got {p!r}")
         m = self.max_tokens
-        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-            raise ValueError(f"max_tokens must be an integer >= 1, got {m!r}")
+        check_int("max_tokens", m)
 
     @property
     def greedy(self) -> bool:

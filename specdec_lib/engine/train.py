@@ -30,10 +30,11 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from specdec_lib.engine.model import ModelConfig, TinyGPT
-from specdec_lib.engine.weights import CONFIGS, WEIGHTS_DIR, save_model
+from specdec_lib.checks import check_int
 from specdec_lib.engine.generate import generate
+from specdec_lib.engine.model import ModelConfig, TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
+from specdec_lib.engine.weights import CONFIGS, WEIGHTS_DIR, save_model
 from specdec_lib.text.language import DOC, NOTE_SHARE, Example, training_text, workload_examples
 from specdec_lib.text.tokenizer import Tokenizer
 
@@ -60,8 +61,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "window", "probe_every"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+            check_int(name, value)
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if not 0 <= self.note_share <= 1:
@@ -88,9 +88,7 @@ def training_batch(cfg: TrainConfig, step: int, tok: Tokenizer) -> torch.Tensor:
     for _ in range(cfg.batch_size):
         ids: list[int] = []
         while len(ids) < cfg.window + 1:
-            ids += tok.encode(
-                training_text(rng, 5 * cfg.window, cfg.note_share, cfg.passage_chars)
-            )
+            ids += tok.encode(training_text(rng, 5 * cfg.window, cfg.note_share, cfg.passage_chars))
         rows.append(ids[: cfg.window + 1])
     return torch.tensor(rows, dtype=torch.long)
 
@@ -111,7 +109,9 @@ def probe_examples() -> list[Example]:
 
 
 @torch.no_grad()
-def novel_probe(model: TinyGPT, n_prompts: int = 8, n_tokens: int = PROBE_TOKENS) -> dict[str, float]:
+def novel_probe(
+    model: TinyGPT, n_prompts: int = 8, n_tokens: int = PROBE_TOKENS
+) -> dict[str, float]:
     """Greedy continuations of held-out novel prompts: do they stay in the note, do they loop?
 
     ``stays``: share of continuations with no line break or document token (the note

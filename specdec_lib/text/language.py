@@ -6,8 +6,8 @@ by a small grammar into sentences, so the text has structure a model can learn
 words partly predictable but never copyable, which is what "novel" text needs:
 
 * **a topic per document**: each document draws its content words from one of
-  :data:`N_TOPICS` topics, a subset of the lexicon with its own word frequencies
-  (Zipf-like: a few words are common, most are rare). A model that has read part of
+  :data:`N_TOPICS` topics, disjoint parts of the lexicon, each with its own word
+  frequencies (Zipf-like: a few words are common, most are rare). A model that has read part of
   a document can guess its topic, so its best guess for the next noun moves with the
   text instead of being the same noun everywhere.
 * **no content word twice**: within a document, a noun, verb, adjective or name is
@@ -40,23 +40,27 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-LANGUAGE_VERSION = "topics-v2"
+from specdec_lib.checks import check_int
+
+LANGUAGE_VERSION = "topics-v3"
 DOC = "<|doc|>"  # starts every document, as <|endoftext|> separates GPT-2's
 _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
 _PREPOSITIONS = ["near", "with", "under", "over", "by"]
 FUNCTION_WORDS = {"the", "a", "of", "and", "near", "with", "under", "over", "by", "to", "is"}
 KINDS = ("noun", "verb", "adj", "name")
-N_TOPICS = 24
-# Words per topic, per kind: enough that the longest note never runs out.
-TOPIC_SIZES = {"noun": 130, "verb": 60, "adj": 60, "name": 30}
+# The topics split the lexicon into disjoint parts, so one content word tells a reader
+# the topic: a small model learns that fast, and then knows which words are left.
+N_TOPICS = 4
 LEXICON_SIZES = {"noun": 480, "verb": 200, "adj": 200, "name": 120}
 
 
 def _make_words(rng: random.Random, n: int, seen: set[str]) -> list[str]:
     words: list[str] = []
     while len(words) < n:
-        word = "".join(rng.choice(_CONSONANTS) + rng.choice(_VOWELS) for _ in range(rng.randint(2, 3)))
+        word = "".join(
+            rng.choice(_CONSONANTS) + rng.choice(_VOWELS) for _ in range(rng.randint(2, 3))
+        )
         if rng.random() < 0.3:
             word += rng.choice("nrlt")
         # A word and its inflected forms must not collide with any other word's.
@@ -98,10 +102,11 @@ class Topic:
 
 
 def _topics() -> tuple[Topic, ...]:
-    rng = random.Random("topics/v2")
+    rng = random.Random("topics/v3")
+    shuffled = {kind: rng.sample(LEXICON[kind], len(LEXICON[kind])) for kind in KINDS}
     return tuple(
-        Topic({kind: tuple(rng.sample(LEXICON[kind], TOPIC_SIZES[kind])) for kind in KINDS})
-        for _ in range(N_TOPICS)
+        Topic({kind: tuple(words[t::N_TOPICS]) for kind, words in shuffled.items()})
+        for t in range(N_TOPICS)
     )
 
 
@@ -162,7 +167,7 @@ def sentence(w: Writer) -> str:
 
 
 def passage(w: Writer, min_chars: int, max_chars: int) -> str:
-    """Whole sentences, at least ``min_chars`` long (unless the topic runs out), under ``max_chars``.
+    """Whole sentences, ``min_chars`` or more (unless the topic runs out), under ``max_chars``.
 
     A sentence that would overshoot ``max_chars`` is dropped and another drawn; the
     words it drew stay used, which keeps the no-repeat rule simple to state.
@@ -206,7 +211,7 @@ OTHER_MARKERS = ("Text", "Edit", "Note")
 PASSAGE_CHARS = (350, 450)
 # A note is longer than any workload prompt plus its longest continuation (about 1,000
 # characters), so no note in training ends where a workload continues.
-NOTE_CHARS = (1400, 1800)
+NOTE_CHARS = (1100, 1400)
 NOTE_SHARE = 0.2  # share of training documents that are notes (by count, not by length)
 
 
@@ -230,7 +235,7 @@ def training_text(
     note_share: float = NOTE_SHARE,
     passage_chars: tuple[int, int] = (20, 400),
 ) -> str:
-    """Documents, each starting with :data:`DOC`, until ``min_chars``; it starts at a document start.
+    """Documents, each starting with :data:`DOC`, until ``min_chars``: it opens a document.
 
     A ``note_share`` of the documents are notes; the others are copy documents whose
     passages are drawn between ``passage_chars[0]`` and ``passage_chars[1] + 100``.
@@ -275,8 +280,7 @@ def workload_examples(name: str, n: int, seed: int) -> list[Example]:
     """
     if name not in WORKLOADS:
         raise ValueError(f"name must be one of {WORKLOADS}, got {name!r}")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    check_int("n", n)
     rng = random.Random(f"workload/{name}/{seed}")
     examples = []
     for _ in range(n):
@@ -286,7 +290,9 @@ def workload_examples(name: str, n: int, seed: int) -> list[Example]:
         else:
             note = passage(Writer(rng), *NOTE_CHARS)
             spaces = [i for i, c in enumerate(note) if c == " "]
-            cut = rng.choice([i for i in spaces if NOVEL_PROMPT_CHARS[0] <= i <= NOVEL_PROMPT_CHARS[1]])
+            cut = rng.choice(
+                [i for i in spaces if NOVEL_PROMPT_CHARS[0] <= i <= NOVEL_PROMPT_CHARS[1]]
+            )
             examples.append(Example(f"{DOC}Note: {note[:cut]}", note[cut:]))
     return examples
 
