@@ -195,3 +195,33 @@ def test_light_edit_changes_exactly_one_word():
         edited = light_edit(w, text)
         assert sum(a != b for a, b in zip(text.split(), edited.split(), strict=True)) == 1
         assert len(Tokenizer().encode(text)) == len(Tokenizer().encode(edited))  # a word for a word
+
+
+def test_content_words_of_a_note_mostly_follow_their_topic_chain():
+    from specdec_lib.text.language import CHAIN
+
+    follows = total = 0
+    for seed in range(40):
+        w = Writer(random.Random(seed))
+        order = {kind: list(w.topic.words[kind]) for kind in KINDS}
+        drawn: list[tuple[str, int]] = []
+        original = w.word
+
+        def spy(kind, original=original, drawn=drawn):
+            word = original(kind)
+            drawn.append((kind, order[kind].index(word)))
+            return word
+
+        w.word = spy
+        passage(w, 600, 700)
+        last: dict[str, int] = {}
+        used: dict[str, set[int]] = {kind: set() for kind in KINDS}
+        for kind, i in drawn:
+            if kind in last:
+                n = len(order[kind])
+                step = next(d for d in range(1, n) if (last[kind] + d) % n not in used[kind])
+                follows += i == (last[kind] + step) % n
+                total += 1
+            last[kind] = i
+            used[kind].add(i)
+    assert abs(follows / total - CHAIN) < 0.05
