@@ -118,7 +118,7 @@ class TopicExhausted(Exception):
 
 
 # How often a content word is the next one along its topic's chain (see Writer.word).
-CHAIN = 0.75
+CHAIN = 0.9
 
 
 class Writer:
