@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from specdec_lib import (
+    DraftModelDrafter,
     NgramDrafter,
     SamplingParams,
     SpeculationStats,
@@ -18,11 +19,15 @@ from specdec_lib import (
 )
 from specdec_lib.analysis.novelty import (
     distinct_ngram_share,
+    draft_agreement,
+    greedy_round_openings,
     paired_tokens_per_pass_difference,
     position_acceptance,
+    replay_position_counts,
     stays_in_document,
     unique_opening_share,
 )
+from specdec_lib.text.language import word_class
 
 SEED = 8080
 N = 16
@@ -90,3 +95,57 @@ def test_paired_difference_and_position_acceptance_intervals():
     assert est[0].value == pytest.approx(0.8) and est[0].low <= 0.8 <= est[0].high
     with pytest.raises(ValueError, match="one stats object per prompt"):
         paired_tokens_per_pass_difference(a, b[:3])
+
+
+def test_draft_acceptance_per_position_is_the_replay_of_its_token_by_token_guesses(
+    target, draft, novel, greedy_outputs
+):
+    """At every k, the engine's per-position counts follow from one k-free agreement vector."""
+    for ids, ref in list(zip(novel, greedy_outputs, strict=True))[:4]:
+        agreement = draft_agreement(draft, ids, ref)
+        for k in (1, 3, 6):
+            stats = SpeculationStats()
+            out = speculative_generate(
+                target,
+                DraftModelDrafter(draft),
+                ids,
+                SamplingParams(max_tokens=TOKENS),
+                k=k,
+                stats=stats,
+            )
+            assert out == ref
+            assert replay_position_counts(agreement, k) == (
+                stats.position_proposed,
+                stats.position_accepted,
+            )
+
+
+def test_round_replay_on_a_known_agreement_vector():
+    # Agreement 1 1 0 1 1 1 1 at k = 2: rounds open at 0 (2 accepted), 3 (2 accepted), 6 (end).
+    agreement = [True, True, False, True, True, True, True]
+    assert greedy_round_openings(agreement, 2) == [(0, 2), (3, 2)]
+    assert replay_position_counts(agreement, 2) == ([2, 2], [2, 2])
+    # At k = 3 the first round drafts 3 and is stopped at the miss.
+    assert greedy_round_openings(agreement, 3) == [(0, 3), (3, 3)]
+    assert replay_position_counts(agreement, 3) == ([2, 2, 2], [2, 2, 1])
+    with pytest.raises(ValueError, match="k must"):
+        greedy_round_openings(agreement, 0)
+
+
+def test_draft_agreement_refuses_empty_or_overlong_input(draft):
+    with pytest.raises(ValueError, match="prompt and continuation"):
+        draft_agreement(draft, [], [1])
+    with pytest.raises(ValueError, match="context"):
+        draft_agreement(draft, [1] * draft.config.block_size, [1])
+
+
+def test_word_classes_of_the_grammar():
+    assert word_class("The") == word_class(" the") == "function"
+    assert word_class(" 12") == "number" and word_class("!") == "punctuation"
+    assert word_class("<|doc|>") == "other"
+    from specdec_lib.text.language import LEXICON
+
+    assert word_class(" " + LEXICON["noun"][0] + "s") == "noun"
+    assert word_class(LEXICON["verb"][0] + "ed") == "verb"
+    assert word_class(LEXICON["name"][0]) == "name"
+    assert word_class(LEXICON["adj"][0].capitalize()) == "adj"

@@ -207,7 +207,7 @@ def test_content_words_of_a_note_mostly_follow_their_topic_chain():
         drawn: list[tuple[str, int]] = []
         original = w.word
 
-        def spy(kind, original=original, drawn=drawn):
+        def spy(kind, original=original, drawn=drawn, order=order):
             word = original(kind)
             drawn.append((kind, order[kind].index(word)))
             return word

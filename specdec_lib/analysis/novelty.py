@@ -15,9 +15,12 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 
+import torch
+
 from specdec_lib.analysis.timing import Estimate, _percentiles
 from specdec_lib.checks import check_int
 from specdec_lib.engine.generate import SpeculationStats
+from specdec_lib.engine.model import TinyGPT
 from specdec_lib.text.language import DOC
 from specdec_lib.text.tokenizer import Tokenizer
 
@@ -113,3 +116,67 @@ def position_acceptance(
         boot = [r for r in (rate(d) for d in draws) if not math.isnan(r)]  # no proposal: no rate
         out.append(Estimate(rate(range(n)), *_percentiles(boot, level), level))
     return out
+
+
+@torch.inference_mode()
+def draft_agreement(
+    draft: TinyGPT, prompt: Sequence[int], continuation: Sequence[int]
+) -> list[bool]:
+    """For each token of a greedy continuation: is it the draft's argmax after the true prefix?
+
+    One teacher-forced pass of the draft over prompt + continuation. Nothing here
+    depends on a draft length k: it is what the draft model *predicts*, token by token.
+    """
+    if not prompt or not continuation:
+        raise ValueError("prompt and continuation must both hold at least one token")
+    ids = torch.tensor([list(prompt) + list(continuation)])
+    if ids.shape[1] > draft.config.block_size:
+        raise ValueError(
+            f"prompt + continuation must fit the draft's context of {draft.config.block_size} "
+            f"tokens, got {ids.shape[1]}"
+        )
+    rows = draft(ids)[0, len(prompt) - 1 : -1]
+    return (rows.argmax(-1) == torch.tensor(list(continuation))).tolist()
+
+
+def greedy_round_openings(agreement: Sequence[bool], k: int) -> list[tuple[int, int]]:
+    """The rounds greedy speculation at draft length ``k`` plays over a continuation.
+
+    Each round is (index of its first drafted token, tokens drafted). The draft's
+    j-th token is accepted exactly when the draft's argmax after the true prefix is
+    the target's token (``agreement``) and every earlier one was; the round then emits
+    the accepted tokens plus one from the target, and never drafts past the end.
+    """
+    check_int("k", k)
+    rounds = []
+    t, n = 0, len(agreement)
+    while t < n:
+        m = min(k, n - t - 1)
+        accepted = 0
+        while accepted < m and agreement[t + accepted]:
+            accepted += 1
+        if m:
+            rounds.append((t, m))
+        t += accepted + 1
+    return rounds
+
+
+def replay_position_counts(agreement: Sequence[bool], k: int) -> tuple[list[int], list[int]]:
+    """(proposed, accepted) per draft position, as ``SpeculationStats`` counts them, from agreement.
+
+    If greedy speculation with a draft model gives these counts exactly, every
+    acceptance it measured is the draft's token-by-token prediction of the text;
+    the round length only decides which tokens open a round.
+    """
+    proposed, accepted = [0] * k, [0] * k
+    for start, m in greedy_round_openings(agreement, k):
+        run = 0
+        while run < m and agreement[start + run]:
+            run += 1
+        for i in range(m):
+            proposed[i] += 1
+            accepted[i] += int(i < run)
+    while proposed and not proposed[-1]:
+        proposed.pop()
+        accepted.pop()
+    return proposed, accepted

@@ -91,6 +91,40 @@ def word_forms(kind: str, word: str) -> list[str]:
     return [word]
 
 
+def _word_kinds() -> dict[str, str]:
+    kinds = {}
+    for kind, stems in LEXICON.items():
+        for stem in stems:
+            for form in word_forms(kind, stem):
+                kinds[form] = kind
+    return kinds
+
+
+_WORD_KINDS = _word_kinds()
+WORD_CLASSES = (*KINDS, "function", "number", "punctuation", "other")
+
+
+def word_class(word: str) -> str:
+    """The grammar's class of one written word: a kind of content word, or what else it is.
+
+    ``"The"``, ``" the"`` and ``"the"`` are all ``"function"``; ``" dovas"`` is a
+    ``"noun"``, ``"Sivala"`` a ``"name"``; ``"."`` is ``"punctuation"``; document
+    tokens and markers are ``"other"``.
+    Used to ask *which* words a drafter guesses, not only how many.
+    """
+    bare = word.strip()
+    for form in (bare, bare.lower()):  # names are capitalised; a sentence capitalises others
+        if form in _WORD_KINDS:
+            return _WORD_KINDS[form]
+    if bare.lower() in FUNCTION_WORDS:
+        return "function"
+    if bare.isdigit():
+        return "number"
+    if bare and all(c in ".!?," for c in bare):
+        return "punctuation"
+    return "other"
+
+
 @dataclass(frozen=True)
 class Topic:
     """A subset of the lexicon with Zipf-like weights: rank r has weight 1 / (r + 2)."""
