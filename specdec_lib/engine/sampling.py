@@ -14,7 +14,15 @@ from dataclasses import dataclass
 
 import torch
 
-from specdec_lib.checks import check_int
+from specdec_lib.checks import check_int, check_real
+
+# Below this, logits / temperature overflows float64 for ordinary logits and the
+# probabilities come out NaN; a temperature that small is greedy in all but name.
+MIN_TEMPERATURE = 1e-6
+
+
+def _in_unit(p: float) -> bool:
+    return 0 < p <= 1
 
 
 @dataclass(frozen=True)
@@ -31,17 +39,22 @@ class SamplingParams:
     max_tokens: int = 64
 
     def __post_init__(self) -> None:
-        t = self.temperature
-        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t < 0:
-            raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {t!r}")
-        k = self.top_k
-        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-            raise ValueError(f"top_k must be None or an integer >= 1, got {k!r}")
-        p = self.top_p
-        if isinstance(p, bool) or not isinstance(p, int | float) or not 0 < p <= 1:
-            raise ValueError(f"top_p must lie in (0, 1], got {p!r}")
-        m = self.max_tokens
-        check_int("max_tokens", m)
+        # Normalised to plain Python numbers, so NumPy scalars work like any other.
+        set_ = object.__setattr__
+        set_(
+            self,
+            "temperature",
+            check_real(
+                "temperature",
+                self.temperature,
+                f"0 (greedy) or a finite number >= {MIN_TEMPERATURE}",
+                lambda t: t == 0 or t >= MIN_TEMPERATURE,
+            ),
+        )
+        if self.top_k is not None:
+            set_(self, "top_k", check_int("top_k", self.top_k))
+        set_(self, "top_p", check_real("top_p", self.top_p, "a number in (0, 1]", _in_unit))
+        set_(self, "max_tokens", check_int("max_tokens", self.max_tokens))
 
     @property
     def greedy(self) -> bool:

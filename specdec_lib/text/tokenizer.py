@@ -33,6 +33,7 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
+from specdec_lib.checks import check_ids
 from specdec_lib.text.language import (
     COPY_MARKERS,
     DOC,
@@ -96,11 +97,7 @@ class Tokenizer:
 
     def decode(self, token_ids: Sequence[int]) -> str:
         pieces = self._pieces
-        out = []
-        for i in token_ids:
-            if not 0 <= int(i) < len(pieces):
-                raise ValueError(f"token_ids must lie in [0, {len(pieces) - 1}], got {i}")
-            out.append(pieces[int(i)])
+        out = [pieces[i] for i in check_ids("token_ids", token_ids, len(pieces))]
         # A cut can fall inside a multi-byte character; show it, do not fail.
         return b"".join(out).decode("utf-8", errors="replace")
 
