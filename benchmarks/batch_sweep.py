@@ -21,7 +21,9 @@ at which speculation is faster with its whole interval above 1 and the smallest 
 which it is slower with its whole interval below 1; where no interval lies below 1 the
 result is "no crossover within the range". Stamped with machine, commit and weights,
 and checked for load (``--strict`` refuses a busy run).
-Writes benchmarks/results/batch_sweep.json and prints a table.
+Writes benchmarks/results/batch_sweep.json (every per-repeat timing included, under
+``times``) and prints a table. Two runs are compared, verdict by verdict, by
+``benchmarks/compare_runs.py``.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from specdec_lib import (
     workload_prompts,
 )
 from specdec_lib.analysis.provenance import busy_report, run_stamp
+from specdec_lib.analysis.replication import crossover
 from specdec_lib.analysis.results import save_result
 from specdec_lib.analysis.timing import bootstrap_interval, interleaved
 from specdec_lib.engine.batched import generate_batch, speculative_generate_batch
@@ -56,24 +59,9 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
 
-def crossover(rows: list[dict], workload: str) -> dict:
-    """Where speculation stops paying, as far as the intervals can tell."""
-    mine = sorted((r for r in rows if r["workload"] == workload), key=lambda r: r["batch"])
-    faster = [r["batch"] for r in mine if r["speedup_low"] > 1.0]
-    slower = [r["batch"] for r in mine if r["speedup_high"] < 1.0]
-    unresolved = [r["batch"] for r in mine if r["speedup_low"] <= 1.0 <= r["speedup_high"]]
-    if slower:
-        verdict = f"slower from B = {slower[0]} (interval below 1)"
-    elif unresolved:
-        verdict = f"no crossover resolved within the range; not resolved at B in {unresolved}"
-    else:
-        verdict = "no crossover within the range: faster at every B"
-    return {
-        "faster_at": faster,
-        "not_resolved_at": unresolved,
-        "slower_at": slower,
-        "verdict": verdict,
-    }
+def crossover_of(rows: list[dict], workload: str) -> dict:
+    """Where speculation stops paying, as far as this run's intervals can tell."""
+    return crossover([r for r in rows if r["workload"] == workload])
 
 
 def main() -> None:
@@ -191,9 +179,15 @@ def main() -> None:
         "tokens_per_request": args.tokens,
         "repeats": args.repeats,
         "seed": args.seed,
-        "crossover": {w: crossover(rows, w) for w in prompts},
+        "crossover": {w: crossover_of(rows, w) for w in prompts},
         "seconds": round(time.perf_counter() - start, 1),
         "rows": rows,
+        # every timing (workload -> B -> method -> repeats, in the order they ran), so that
+        # intervals can be rebuilt from blocks of repeats or from two runs pooled
+        "times": {
+            w: {str(b): {m: times[w, b, m] for m in ("plain", "spec")} for b in args.batch_sizes}
+            for w in prompts
+        },
     }
     m = result["stamp"]
     print(

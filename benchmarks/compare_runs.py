@@ -1,13 +1,22 @@
-"""Do two runs of a benchmark agree? Every row's interval is set against the other run's.
+"""Do two runs of a benchmark agree? Rows, and above all verdicts.
 
     python benchmarks/compare_runs.py benchmarks/results/wall_clock.json \
         benchmarks/results/wall_clock_rerun.json
+    python benchmarks/compare_runs.py benchmarks/results/batch_sweep.json \
+        benchmarks/results/batch_sweep_rerun.json
 
-Works on the results of ``wall_clock.py`` and ``batch_sweep.py``. Two runs agree on a row
-when their 95% intervals overlap; the script lists every row, counts the ones that do
-not overlap, and (for ``wall_clock.py``) says whether each best fixed k is the same in
-both runs or, if not, whether each run's best lies inside the other's set of ks it
-cannot tell apart from its best. Exit status 1 if any row disagrees.
+Works on the results of ``wall_clock.py`` and ``batch_sweep.py``. It prints, in order:
+
+* every row of both runs, and whether each run's 95% interval holds the other run's value;
+* how often that happened each way, and the run-to-run variance those misses imply
+  (:func:`~specdec_lib.analysis.replication.between_run_variance`), with the share of rows
+  an interval that carries it holds (estimated out of sample, one workload left out);
+* every verdict, one run against the other and what both resolve
+  (:func:`~specdec_lib.analysis.replication.verdicts`): each best fixed k (``wall_clock``),
+  each crossover (``batch_sweep``).
+
+A verdict the two runs disagree on is printed as DIFFERENT. Exit status 1 if any verdict
+differs between the runs; a row whose intervals miss each other is reported, not fatal.
 """
 
 from __future__ import annotations
@@ -16,45 +25,84 @@ import json
 import sys
 from pathlib import Path
 
+from specdec_lib.analysis.replication import (
+    cross_containment,
+    crossover,
+    rerun_coverage,
+    verdicts,
+)
+
 
 def _key(row: dict) -> tuple:
     return (row["workload"], row.get("method", row.get("batch")))
 
 
 def _interval(row: dict) -> tuple[float, float, float]:
-    value = row.get("speedup", row.get("speedup_median"))
-    return value, row["speedup_low"], row["speedup_high"]
+    return row.get("speedup", row.get("speedup_median")), row["speedup_low"], row["speedup_high"]
+
+
+def paired_rows(first: dict, second: dict) -> tuple[list[dict], list[dict]]:
+    """The rows both runs hold, in the first run's order; plain decoding's own rows (1 by
+    definition) left out."""
+    rows2 = {_key(r): r for r in second["rows"]}
+    keep = [r for r in first["rows"] if _key(r) in rows2 and r.get("drafter") != "none"]
+    return keep, [rows2[_key(r)] for r in keep]
+
+
+def differing_verdicts(first: dict, second: dict) -> list[str]:
+    """Names of the verdicts on which the two runs, each read alone, disagree."""
+    out = []
+    for name, s1 in first.get("summary", {}).items():
+        if name != "goals" and s1["best_k"] != second["summary"][name]["best_k"]:
+            out.append(f"best k, {name}")
+    for w in first.get("crossover", {}):
+        one = crossover([r for r in first["rows"] if r["workload"] == w])
+        two = crossover([r for r in second["rows"] if r["workload"] == w])
+        if one["verdict"] != two["verdict"]:
+            out.append(f"crossover, {w}")
+    return out
 
 
 def compare(first: dict, second: dict) -> int:
-    rows2 = {_key(r): r for r in second["rows"]}
-    disagree = 0
-    for r in first["rows"]:
-        other = rows2.get(_key(r))
-        if other is None:
-            continue
+    """Print the comparison; return the number of verdicts that differ between the runs."""
+    rows1, rows2 = paired_rows(first, second)
+    for r, other in zip(rows1, rows2, strict=True):
         (v1, l1, h1), (v2, l2, h2) = _interval(r), _interval(other)
-        overlap = l1 <= h2 and l2 <= h1
-        disagree += not overlap
+        held = ("holds" if l1 <= v2 <= h1 else "MISSES", "holds" if l2 <= v1 <= h2 else "MISSES")
         print(
             f"{r['workload']:10} {str(_key(r)[1]):18} {v1:6.2f} [{l1:5.2f}, {h1:5.2f}]   "
-            f"{v2:6.2f} [{l2:5.2f}, {h2:5.2f}]   {'agree' if overlap else 'DISAGREE'}"
+            f"{v2:6.2f} [{l2:5.2f}, {h2:5.2f}]   run 1's interval {held[0]} run 2's value, "
+            f"run 2's {held[1]} run 1's"
         )
-    for name, s1 in first.get("summary", {}).items():
-        if name == "goals":
-            print("goals, run 1:", s1, "\ngoals, run 2:", second["summary"]["goals"])
-            continue
-        s2 = second["summary"][name]
-        same = s1["best_k"] == s2["best_k"]
-        within = s1["best_k"] in s2["ks_not_resolved_from_best"] and (
-            s2["best_k"] in s1["ks_not_resolved_from_best"]
+    held = cross_containment(rows1, rows2)
+    print(
+        f"\nrun 1's 95% interval holds run 2's value in {held['first_holds_second']} of "
+        f"{held['rows']} rows; run 2's holds run 1's in {held['second_holds_first']}"
+    )
+    if len({r["workload"] for r in rows1}) > 1:
+        cover = rerun_coverage(rows1, rows2)
+        print(
+            f"run-to-run standard deviation of log speed-up beyond the intervals: "
+            f"{cover['tau2'] ** 0.5:.3f}; an interval carrying it (one workload left out) holds "
+            f"the other run's value in {cover['first_holds_second']:.0%} / "
+            f"{cover['second_holds_first']:.0%} of rows"
         )
-        verdict = "same" if same else "each within the other's ties" if within else "DIFFERENT"
-        print(f"best fixed k, {name}: run 1 k={s1['best_k']}, run 2 k={s2['best_k']} ({verdict})")
-    for w, c in first.get("crossover", {}).items():
-        print(f"crossover, {w}: run 1 {c['verdict']}; run 2 {second['crossover'][w]['verdict']}")
-    print(f"{disagree} row(s) disagree")
-    return disagree
+    differ = differing_verdicts(first, second)
+    for name, v in verdicts(first, second).items():
+        if name.startswith("best k, "):
+            s = name.removeprefix("best k, ")
+            one, two = first["summary"][s], second["summary"][s]
+            alone = f"run 1 k={one['best_k']}, run 2 k={two['best_k']}"
+        else:
+            w = name.removeprefix("crossover, ")
+            alone = (
+                f"run 1 {crossover([r for r in first['rows'] if r['workload'] == w])['verdict']}; "
+                f"run 2 {crossover([r for r in second['rows'] if r['workload'] == w])['verdict']}"
+            )
+        same = "DIFFERENT" if name in differ else "same"
+        print(f"{name}: {alone} ({same}); both runs: {v['verdict']}")
+    print(f"{len(differ)} verdict(s) differ between the runs")
+    return len(differ)
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ with 95% intervals, and the cost model's prediction beside every measurement.
     python benchmarks/wall_clock.py [--prompts 12] [--tokens 64] [--repeats 7] [--threads 1]
         [--ngram-ks 1,2,3,4,7,8,12,16] [--draft-ks 1,2,3,4,6,8] [--seed 2026] [--strict]
         [--out benchmarks/results/wall_clock.json]
+    python benchmarks/wall_clock.py --counts-only   # untimed: round logs only
 
 Batch one, CPU, three scenarios: "copy" and "novel" decoded greedily, and "novel T=1"
 decoded by sampling at temperature 1. In both novel scenarios the target's continuation
@@ -38,7 +39,17 @@ round's proposal length, its draft passes) they predict each request's time:
 and so the speed-up, which is set beside the measured one. The textbook prediction
 S(α, k) = E(α, k) / (k c + lookup + v_k) (:func:`~specdec_lib.analysis.theory.expected_speedup`,
 one α, no prefill) is recorded too, to show what each simplification costs.
-Writes ``--out`` (JSON) and prints tables.
+Writes ``--out`` (JSON) and prints tables. Besides the rows it stores every timing
+(``times``: scenario -> method -> prompt -> repeats), so that two methods can be compared by
+the paired interval of their ratio (which is how the summary decides which ks the best
+fixed k is not resolved from), each request's round log (``request_logs``), so that unit
+costs measured in one run can predict another run's times out of sample, and the number
+of distinct continuations per scenario (the texts a bootstrap over prompts resamples).
+
+``--counts-only`` times nothing: it decodes every scenario with every method whose counts
+do not depend on measured unit costs (fixed k and +2/-1) and writes the round logs to
+``benchmarks/results/wall_clock_counts.json``; decoding is deterministic (greedy, or
+seeded per prompt), so these are the counts of every timed run of the same settings.
 """
 
 from __future__ import annotations
@@ -71,6 +82,7 @@ from specdec_lib.analysis.timing import interleaved, paired_speedup, time_inside
 from specdec_lib.engine.generate import AdaptiveK
 
 OUT = Path(__file__).parent / "results" / "wall_clock.json"
+COUNTS_OUT = Path(__file__).parent / "results" / "wall_clock_counts.json"
 MAX_K = 16
 HF_START = 4
 
@@ -209,6 +221,69 @@ def run(target, method: dict, ids: list[int], params, seed: int, stats=None) -> 
     )
 
 
+def request_log(stats: SpeculationStats) -> dict:
+    """What the cost model needs of one request: each round's proposal length and k, its
+    draft passes, and what it emitted (so a prediction can be redone from any unit costs)."""
+    return {
+        "proposal_lengths": [len(r.proposed) for r in stats.log],
+        "accepted": [r.n_accepted for r in stats.log],
+        "ks": [r.k for r in stats.log],
+        "draft_passes": stats.draft_passes,
+        "emitted": stats.emitted,
+    }
+
+
+def write_counts(args) -> None:
+    """``--counts-only``: decode every scenario's prompts with every method whose counts do
+    not depend on measured unit costs (fixed k, +2/-1), untimed, and write the round logs,
+    the prompt lengths and the number of distinct continuations per scenario."""
+    torch.set_num_threads(args.threads)
+    tok = Tokenizer()
+    target, draft = load_model("target"), load_model("draft")
+    prompts_of = {
+        w: [tok.encode(p) for p in workload_prompts(w, args.prompts, args.seed)]
+        for w in ("copy", "novel")
+    }
+    no_units = {"verify_cost": {str(k): 1.0 for k in range(1, MAX_K + 1)}}
+    no_units.update(c_lookup=0.0, c_draft=0.0)
+    methods = {
+        name: m
+        for name, m in make_methods(draft, args.ngram_ks, args.draft_ks, no_units).items()
+        if m["drafter"] is not None and not name.endswith("cost-aware")
+    }
+    out: dict = {
+        "stamp": run_stamp(),
+        "command": " ".join(["python benchmarks/wall_clock.py", *sys.argv[1:]]),
+    }
+    out.update(prompts_per_workload=args.prompts, tokens_per_prompt=args.tokens, seed=args.seed)
+    out["scenarios"] = {}
+    for w, (source, temperature) in SCENARIOS.items():
+        params = SamplingParams(temperature=temperature, max_tokens=args.tokens)
+        prompts = prompts_of[source]
+        plain = [
+            run(target, {"drafter": None}, ids, params, args.seed + i)
+            for i, ids in enumerate(prompts)
+        ]
+        logs = {}
+        for name, method in methods.items():
+            logs[name] = []
+            for i, ids in enumerate(prompts):
+                stats = SpeculationStats()
+                got = run(target, method, ids, params, args.seed + i, stats)
+                if params.greedy and got != plain[i]:
+                    raise AssertionError(f"{name} changed the output on {w} prompt {i}")
+                logs[name].append(request_log(stats))
+        out["scenarios"][w] = {
+            "prompt_lengths": [len(p) for p in prompts],
+            "distinct_prompts": len({tuple(p) for p in prompts}),
+            "distinct_continuations": len({tuple(c) for c in plain}),
+            "requests": logs,
+        }
+        print(f"{w}: counted", flush=True)
+    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {args.out}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--prompts", type=int, default=12, help="prompts per workload")
@@ -220,9 +295,19 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--strict", action="store_true", help="refuse to write if busy")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--counts-only",
+        action="store_true",
+        help="time nothing: write each request's round log (fixed k and +2/-1) to --out",
+    )
     args = parser.parse_args()
     if any(not 1 <= k <= MAX_K for k in args.ngram_ks + args.draft_ks):
         raise ValueError(f"--ngram-ks and --draft-ks must lie in [1, {MAX_K}]")
+    if args.counts_only:
+        if args.out == OUT:
+            args.out = COUNTS_OUT
+        write_counts(args)
+        return
 
     torch.set_num_threads(args.threads)
     stamp = run_stamp()
@@ -362,6 +447,22 @@ def main() -> None:
         "unit_costs": units,
         "seconds": round(time.perf_counter() - start, 1),
         "rows": rows,
+        # every timing, so that any two methods can be compared by their paired ratio
+        "times": {
+            w: {name: [timed[w, i, name][0] for i in range(args.prompts)] for name in methods}
+            for w in workloads
+        },
+        "request_logs": {
+            w: {
+                name: [request_log(s) for s in counts[w, name]]
+                for name in methods
+                if (w, name) in counts
+            }
+            for w in workloads
+        },
+        "distinct_continuations": {
+            w: len({tuple(reference[w, i]) for i in range(args.prompts)}) for w in workloads
+        },
     }
     result["summary"] = summarise(result)
     print_tables(result)
@@ -372,7 +473,8 @@ def main() -> None:
 
 
 def summarise(result: dict) -> dict:
-    """Best fixed k per workload and drafter (with the ks its interval cannot tell apart),
+    """Best fixed k per workload and drafter (with the ks the paired interval of their ratio
+    to the best, time(k) / time(best) over the same prompts and repeats, cannot tell apart),
     each adaptive policy against it, and the course's goals checked."""
     out: dict = {}
     for w in SCENARIOS:
@@ -380,7 +482,16 @@ def summarise(result: dict) -> dict:
             rows = [r for r in result["rows"] if r["workload"] == w and r["drafter"] == d]
             fixed = [r for r in rows if not r["adaptive"]]
             best = max(fixed, key=lambda r: r["speedup"])
-            ties = [r["k"] for r in fixed if r["speedup_high"] >= best["speedup_low"]]
+            if "times" in result:  # paired: best against each k, same prompts and repeats
+                times = result["times"][w]
+                ties = [
+                    r["k"]
+                    for r in fixed
+                    if r is best
+                    or paired_speedup(times[r["method"]], times[best["method"]], seed=0).low <= 1.0
+                ]
+            else:  # an older result file: only each method's interval against plain
+                ties = [r["k"] for r in fixed if r["speedup_high"] >= best["speedup_low"]]
             entry = {
                 "best_k": best["k"],
                 "speedup": best["speedup"],

@@ -1,0 +1,231 @@
+"""Two runs of one benchmark: which verdicts replicate, and how far apart runs fall.
+
+A timing interval computed inside one run covers the noise between that run's repeats
+and prompts. It does not cover what moves a whole run: the machine's state, the other
+work on its cores, where memory landed. So the course claims a verdict (a crossover,
+a best k, faster or slower than plain decoding) only where a second run of the same
+command resolves it too, and measures how often one run's interval holds the other's
+value. Both benchmarks' result files and the chapters read their verdicts from here;
+``benchmarks/compare_runs.py`` prints them.
+
+* :func:`speedup_verdict`, :func:`crossover`, :func:`agreed_crossover`: faster, slower or
+  not resolved at each batch size, in one run and in both.
+* :func:`agreed_best_k`: the best fixed k, resolved by both runs, or only the same point
+  estimate, or not even that.
+* :func:`verdicts`: every verdict of a pair of result files, by name.
+* :func:`cross_containment`: how often each run's interval holds the other run's value.
+* :func:`between_run_variance`, :func:`rerun_interval`, :func:`pooled_interval`: a
+  run-to-run term estimated from the rows of two runs, and intervals that carry it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+from specdec_lib.analysis.timing import Estimate
+
+#: The normal quantile of a two-sided 95% interval.
+Z95 = 1.959963984540054
+
+
+def speedup_verdict(low: float, high: float) -> str:
+    """``"faster"``, ``"slower"`` or ``"not resolved"``: where a speed-up's interval lies
+    against 1."""
+    if not low <= high:
+        raise ValueError(f"low must be <= high, got {low} > {high}")
+    return "faster" if low > 1.0 else "slower" if high < 1.0 else "not resolved"
+
+
+def _rows_of(result: dict, workload: str) -> list[dict]:
+    rows = sorted(
+        (r for r in result["rows"] if r["workload"] == workload), key=lambda r: r["batch"]
+    )
+    if not rows:
+        raise ValueError(f"workload {workload!r} has no rows in this result")
+    return rows
+
+
+def crossover(rows: Sequence[dict]) -> dict:
+    """One run's batch sweep of one workload, read off its intervals: the batch sizes at
+    which speculation was faster, slower, not resolved, and a one-line verdict."""
+    by = {
+        v: [r["batch"] for r in rows if speedup_verdict(r["speedup_low"], r["speedup_high"]) == v]
+        for v in ("faster", "slower", "not resolved")
+    }
+    if by["slower"]:
+        verdict = f"slower from B = {by['slower'][0]} (interval below 1)"
+    elif by["not resolved"]:
+        verdict = (
+            f"no crossover resolved within the range; not resolved at B in {by['not resolved']}"
+        )
+    else:
+        verdict = "no crossover within the range: faster at every B"
+    return {
+        "faster_at": by["faster"],
+        "not_resolved_at": by["not resolved"],
+        "slower_at": by["slower"],
+        "verdict": verdict,
+    }
+
+
+def agreed_crossover(first: dict, second: dict, workload: str) -> dict:
+    """What both runs of a batch sweep resolve for ``workload``: the batch sizes where both
+    say faster, where both say slower, the rest, and a sentence saying so."""
+    one, two = crossover(_rows_of(first, workload)), crossover(_rows_of(second, workload))
+    batches = [r["batch"] for r in _rows_of(first, workload)]
+    if batches != [r["batch"] for r in _rows_of(second, workload)]:
+        raise ValueError(f"the two runs swept different batch sizes for {workload!r}")
+    faster = [b for b in one["faster_at"] if b in two["faster_at"]]
+    slower = [b for b in one["slower_at"] if b in two["slower_at"]]
+    unresolved = [b for b in batches if b not in faster + slower]
+    if faster == batches:
+        text = "faster at every batch size in both runs"
+    elif slower == batches:
+        text = "slower at every batch size in both runs"
+    else:
+        parts = [
+            f"{word} in both runs at B = {', '.join(map(str, bs))}"
+            for word, bs in (("faster", faster), ("slower", slower))
+            if bs
+        ]
+        if unresolved:
+            parts.append(f"not resolved by both at B = {', '.join(map(str, unresolved))}")
+        text = "; ".join(parts)
+    return {
+        "faster_at": faster,
+        "slower_at": slower,
+        "not_resolved_at": unresolved,
+        "verdict": text,
+    }
+
+
+def agreed_best_k(first: dict, second: dict) -> dict:
+    """The best fixed k of one scenario and drafter, read off two runs' summaries.
+
+    Each summary entry holds ``best_k`` (highest point estimate) and
+    ``ks_not_resolved_from_best`` (the ks the run cannot tell apart from it, the best
+    included). ``resolved_k`` is set only when both runs name the same k and neither run
+    ties another k to it; ``point_k`` when both runs' point estimates name the same k.
+    """
+    k1, k2 = first["best_k"], second["best_k"]
+    ties = sorted(
+        (set(first["ks_not_resolved_from_best"]) | set(second["ks_not_resolved_from_best"])) - {k1}
+    )
+    if k1 != k2:
+        text = (
+            f"not resolved: the first run's best point estimate is k = {k1}, the second's k = {k2}"
+        )
+        return {"resolved_k": None, "point_k": None, "verdict": text}
+    if not ties:
+        return {"resolved_k": k1, "point_k": k1, "verdict": f"k = {k1}, resolved by both runs"}
+    text = (
+        f"k = {k1} has the highest point estimate in both runs, but is not resolved from "
+        f"k = {', '.join(map(str, ties))}"
+    )
+    return {"resolved_k": None, "point_k": k1, "verdict": text}
+
+
+def verdicts(first: dict, second: dict) -> dict[str, dict]:
+    """Every verdict two runs of one benchmark resolve, by name: ``"best k, <scenario>
+    <drafter>"`` for ``wall_clock.py``, ``"crossover, <workload>"`` for
+    ``batch_sweep.py``."""
+    out: dict[str, dict] = {}
+    for name, s1 in first.get("summary", {}).items():
+        if name != "goals":
+            out[f"best k, {name}"] = agreed_best_k(s1, second["summary"][name])
+    if "crossover" in first:
+        for w in first["crossover"]:
+            out[f"crossover, {w}"] = agreed_crossover(first, second, w)
+    return out
+
+
+def _value(row: dict) -> float:
+    return row["speedup"] if "speedup" in row else row["speedup_median"]
+
+
+def cross_containment(first: Sequence[dict], second: Sequence[dict]) -> dict[str, int]:
+    """How often each run's 95% interval holds the other run's point estimate, over paired
+    rows (the same configuration in both runs, in the same order)."""
+    if len(first) != len(second) or not first:
+        raise ValueError("first and second must hold the same, non-zero number of rows")
+    return {
+        "rows": len(first),
+        "first_holds_second": sum(
+            a["speedup_low"] <= _value(b) <= a["speedup_high"]
+            for a, b in zip(first, second, strict=True)
+        ),
+        "second_holds_first": sum(
+            b["speedup_low"] <= _value(a) <= b["speedup_high"]
+            for a, b in zip(first, second, strict=True)
+        ),
+    }
+
+
+def _log_se(row: dict) -> float:
+    """A row's standard error on the log scale, from its 95% interval."""
+    return math.log(row["speedup_high"] / row["speedup_low"]) / (2 * Z95)
+
+
+def between_run_variance(first: Sequence[dict], second: Sequence[dict]) -> float:
+    """Run-to-run variance of log speed-up beyond what each run's own interval covers.
+
+    Two runs of a row differ in log speed-up by d, with E[d²] = s₁² + s₂² + 2τ² when each
+    run adds its own effect of variance τ² to its within-run error of variance s².
+    Pooled over rows (method of moments, floored at 0): τ² = mean(d² − s₁² − s₂²) / 2.
+    """
+    if len(first) != len(second) or not first:
+        raise ValueError("first and second must hold the same, non-zero number of rows")
+    excess = [
+        math.log(_value(a) / _value(b)) ** 2 - _log_se(a) ** 2 - _log_se(b) ** 2
+        for a, b in zip(first, second, strict=True)
+    ]
+    return max(0.0, statistics.fmean(excess) / 2)
+
+
+def rerun_interval(row: dict, tau2: float, level_z: float = Z95) -> Estimate:
+    """Where a rerun's point estimate should fall, from one run's row: the row's own error
+    (twice: this run's and the rerun's, taken alike) plus the run-to-run term twice."""
+    if tau2 < 0:
+        raise ValueError(f"tau2 must be >= 0, got {tau2}")
+    half = level_z * math.sqrt(2 * _log_se(row) ** 2 + 2 * tau2)
+    v = _value(row)
+    return Estimate(v, v * math.exp(-half), v * math.exp(half))
+
+
+def pooled_interval(first: dict, second: dict, tau2: float, level_z: float = Z95) -> Estimate:
+    """One estimate from two runs of a row: the geometric mean of the two, with an interval
+    that carries both runs' own errors and the run-to-run term (τ²/2 for a mean of two)."""
+    if tau2 < 0:
+        raise ValueError(f"tau2 must be >= 0, got {tau2}")
+    centre = (math.log(_value(first)) + math.log(_value(second))) / 2
+    half = level_z * math.sqrt((_log_se(first) ** 2 + _log_se(second) ** 2) / 4 + tau2 / 2)
+    return Estimate(math.exp(centre), math.exp(centre - half), math.exp(centre + half))
+
+
+def rerun_coverage(first: Sequence[dict], second: Sequence[dict]) -> dict[str, float]:
+    """How often :func:`rerun_interval` from one run holds the other run's value, out of
+    sample: for the rows of each workload, τ² is estimated from the other workloads' rows
+    only. Returns the pooled τ² (all rows), the share of rows held each way, and the count."""
+    if len(first) != len(second) or not first:
+        raise ValueError("first and second must hold the same, non-zero number of rows")
+    workloads = list(dict.fromkeys(r["workload"] for r in first))
+    if len(workloads) < 2:
+        raise ValueError("rerun_coverage needs rows of at least two workloads")
+    held = [0, 0]
+    for w in workloads:
+        mine = [i for i, r in enumerate(first) if r["workload"] == w]
+        rest = [i for i, r in enumerate(first) if r["workload"] != w]
+        tau2 = between_run_variance([first[i] for i in rest], [second[i] for i in rest])
+        for i in mine:
+            for side, (a, b) in enumerate(((first[i], second[i]), (second[i], first[i]))):
+                est = rerun_interval(a, tau2)
+                held[side] += est.low <= _value(b) <= est.high
+    n = len(first)
+    return {
+        "tau2": between_run_variance(first, second),
+        "rows": n,
+        "first_holds_second": held[0] / n,
+        "second_holds_first": held[1] / n,
+    }
