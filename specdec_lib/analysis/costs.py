@@ -159,3 +159,102 @@ class UnitCosts:
             + lookups * self.lookup
             + len(proposal_lengths) * self.host_round
         )
+
+
+def unit_costs_from_result(units: Mapping[str, object]) -> UnitCosts:
+    """The :class:`UnitCosts` a ``wall_clock.py`` result file recorded (its ``unit_costs``),
+    so that one run's measured costs can predict another run's times."""
+    try:
+        return UnitCosts(
+            pass_fit=PassCostFit(
+                fixed=units["target_pass_fixed_s"], per_position=units["target_pass_per_position_s"]
+            ),
+            draft_pass=units["draft_pass_s"],
+            lookup=units["lookup_s"],
+            prefill={int(n): t for n, t in units["prefill_s"].items()},
+            host_step=units["host_step_s"],
+            host_round=units["host_round_s"],
+            host_draft_step=units["host_draft_step_s"],
+            single_pass=units["target_pass_s"],
+        )
+    except KeyError as missing:
+        raise ValueError(
+            f"units must hold every unit cost wall_clock.py records; {missing} is missing"
+        ) from None
+
+
+def predicted_speedup(
+    costs: UnitCosts,
+    prompt_lengths: Sequence[int],
+    tokens: int,
+    requests: Sequence[Mapping[str, object]],
+    drafter: str,
+) -> float:
+    """Predicted speed-up over plain decoding of the requests whose round logs are given
+    (each with ``proposal_lengths`` and ``draft_passes``), from ``costs``: total predicted
+    plain time over total predicted speculative time. ``drafter`` is ``"ngram"`` (a lookup
+    per round) or ``"draft"`` (draft passes, no lookup)."""
+    if drafter not in ("ngram", "draft"):
+        raise ValueError(f"drafter must be 'ngram' or 'draft', got {drafter!r}")
+    if len(prompt_lengths) != len(requests) or not requests:
+        raise ValueError("prompt_lengths and requests must hold one entry per request")
+    plain = sum(costs.plain_request(n, tokens) for n in prompt_lengths)
+    spec = sum(
+        costs.speculative_request(
+            n,
+            r["proposal_lengths"],
+            r["draft_passes"],
+            len(r["proposal_lengths"]) if drafter == "ngram" else 0,
+        )
+        for n, r in zip(prompt_lengths, requests, strict=True)
+    )
+    return plain / spec
+
+
+def predict_other_run(units_from: Mapping, measured: Mapping, counts: Mapping) -> list[dict]:
+    """Out of sample: the unit costs one ``wall_clock.py`` run measured (``units_from``, its
+    ``unit_costs``) predict every fixed-k row another run measured (``measured``), from the
+    round logs of ``wall_clock.py --counts-only`` (``counts``). Each row holds the measured
+    speed-up and interval, the cost model's prediction and the textbook's
+    :func:`~specdec_lib.analysis.theory.expected_speedup` with the same run's c, lookup
+    and verification costs and the row's fitted acceptance rate."""
+    from specdec_lib.analysis.theory import expected_speedup  # theory imports the engine
+
+    costs = unit_costs_from_result(units_from)
+    tokens = counts["tokens_per_prompt"]
+    if tokens != measured["tokens_per_prompt"]:
+        raise ValueError(
+            f"counts were taken at {tokens} tokens, measured at {measured['tokens_per_prompt']}"
+        )
+    out = []
+    for r in measured["rows"]:
+        if r["drafter"] == "none" or r["adaptive"]:
+            continue
+        scenario = counts["scenarios"][r["workload"]]
+        requests = scenario["requests"][r["method"]]
+        if sum(len(q["proposal_lengths"]) for q in requests) != r["rounds"]:
+            raise ValueError(f"counts and measured run disagree on the rounds of {r['method']}")
+        k, ngram = r["k"], r["drafter"] == "ngram"
+        textbook = expected_speedup(
+            r["alpha"],
+            k,
+            0.0 if ngram else units_from["c_draft"],
+            units_from["verify_cost"][str(k)],
+            units_from["c_lookup"] if ngram else 0.0,
+        )
+        out.append(
+            {
+                "workload": r["workload"],
+                "method": r["method"],
+                "drafter": r["drafter"],
+                "k": k,
+                "measured": r["speedup"],
+                "low": r["speedup_low"],
+                "high": r["speedup_high"],
+                "model": predicted_speedup(
+                    costs, scenario["prompt_lengths"], tokens, requests, r["drafter"]
+                ),
+                "textbook": textbook,
+            }
+        )
+    return out
