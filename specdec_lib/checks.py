@@ -52,9 +52,12 @@ def check_ids(name: str, ids: object, vocab_size: int) -> list[int]:
     ):
         raise ValueError(f"{name} must be a sequence of token ids, got {type(ids).__name__}")
     values = ids.tolist() if hasattr(ids, "tolist") else list(ids)  # type: ignore[union-attr]
-    for t in values:
-        if not _is_int(t):
-            raise ValueError(f"{name} must hold integer token ids, got {t!r}")
-        if not 0 <= t < vocab_size:
-            raise ValueError(f"{name} must lie in [0, {vocab_size - 1}], got {t}")
-    return [int(t) for t in values]
+    if not all(type(t) is int for t in values):  # the common case, checked at C speed
+        for t in values:
+            if not _is_int(t):
+                raise ValueError(f"{name} must hold integer token ids, got {t!r}")
+        values = [int(t) for t in values]
+    if values and not (0 <= min(values) and max(values) < vocab_size):
+        bad = next(t for t in values if not 0 <= t < vocab_size)
+        raise ValueError(f"{name} must lie in [0, {vocab_size - 1}], got {bad}")
+    return values

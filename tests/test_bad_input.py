@@ -73,3 +73,30 @@ def test_check_real_reports_the_allowed_range():
     assert check_real("x", np.float32(0.5), "in (0, 1]", lambda v: 0 < v <= 1) == 0.5
     with pytest.raises(ValueError, match=r"x must be in \(0, 1\], got 2"):
         check_real("x", 2, "in (0, 1]", lambda v: 0 < v <= 1)
+
+
+@pytest.mark.parametrize("ids", [[1.5, 2.0], [True, 2], "12", [[1, 2]]])
+def test_generate_refuses_ids_that_are_not_integers(draft, ids):
+    from specdec_lib import generate
+
+    with pytest.raises(ValueError, match="prompt_token_ids"):
+        generate(draft, ids, SamplingParams(max_tokens=2))
+
+
+def test_generate_takes_a_numpy_array_of_ids(draft):
+    from specdec_lib import generate
+
+    params = SamplingParams(max_tokens=3)
+    assert generate(draft, np.array([5, 6]), params) == generate(draft, [5, 6], params)
+
+
+def test_drafters_refuse_nested_or_out_of_range_context(draft):
+    from specdec_lib import DraftModelDrafter, NgramDrafter
+
+    with pytest.raises(ValueError, match="context must hold integer"):
+        NgramDrafter().propose([[1, 2], [3, 4]], 3)
+    vocab = draft.config.vocab_size
+    with pytest.raises(ValueError, match=rf"context must lie in \[0, {vocab - 1}\]"):
+        DraftModelDrafter(draft).propose([vocab], 3, SamplingParams())
+    with pytest.raises(ValueError, match="context must lie"):
+        NgramDrafter().propose([1, -1, 1], 2)

@@ -21,7 +21,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from specdec_lib.checks import check_int
+from specdec_lib.checks import check_ids, check_int
 from specdec_lib.engine.model import KVCache, TinyGPT
 from specdec_lib.engine.sampling import SamplingParams, process_logits, sample
 from specdec_lib.text.tokenizer import Tokenizer
@@ -111,11 +111,12 @@ class NgramDrafter:
         generator: torch.Generator | None = None,
     ) -> Proposal:
         _check_k(k)
+        context = check_ids("context", context, self.vocab_size)
         match = self.find_match(context) if k > 0 else None
         tokens: list[int] = []
         if match is not None:
             start, n = match
-            tokens = [int(t) for t in context[start + n : start + n + k]]
+            tokens = context[start + n : start + n + k]
         return Proposal(tokens, one_hot_probs(tokens, self.vocab_size), draft_passes=0)
 
 
@@ -161,7 +162,9 @@ class DraftModelDrafter:
         vocab = self.model.config.vocab_size
         if k == 0:
             return Proposal([], torch.zeros(0, vocab, dtype=torch.float64), 0)
-        ctx = [int(t) for t in context]
+        ctx = check_ids("context", context, vocab)
+        if not ctx:
+            raise ValueError("context must hold at least 1 token")
         tokens: list[int] = []
         rows: list[torch.Tensor] = []
         logits = self._logits_after(ctx)

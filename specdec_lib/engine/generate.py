@@ -35,7 +35,7 @@ from typing import Protocol
 
 import torch
 
-from specdec_lib.checks import check_int
+from specdec_lib.checks import check_ids, check_int
 from specdec_lib.engine.drafters import Drafter
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams, process_logits, sample
@@ -48,13 +48,10 @@ def check_prompt(
     """The prompt as a list of ints, or a ``ValueError`` saying what is wrong with it."""
     if isinstance(prompt_token_ids, str | bytes):
         raise ValueError("prompt_token_ids must be a sequence of token ids; encode text first")
-    ids = [int(t) for t in prompt_token_ids]
     vocab, block = model.config.vocab_size, model.config.block_size
+    ids = check_ids("prompt_token_ids", prompt_token_ids, vocab)
     if not ids:
         raise ValueError("prompt_token_ids must contain at least 1 token, got an empty prompt")
-    bad = [t for t in ids if not 0 <= t < vocab]
-    if bad:
-        raise ValueError(f"prompt_token_ids must lie in [0, {vocab - 1}], got {bad[0]}")
     if len(ids) >= block:
         raise ValueError(
             f"prompt_token_ids must be shorter than the context window ({block} tokens), "
