@@ -258,3 +258,37 @@ def predict_other_run(units_from: Mapping, measured: Mapping, counts: Mapping) -
             }
         )
     return out
+
+
+@dataclass(frozen=True)
+class BatchPassFit:
+    """Time of a cached pass over T new positions for each of B sequences, modelled as
+    ``fixed + per_sequence * B + per_position * B * T`` (seconds).
+
+    ``per_sequence`` is work done once per sequence whatever T is; for a pass over a cache,
+    attention reads each sequence's own cached keys and values (and the chapter that fits
+    this shows that term shrinks with the cache). ``per_position`` is the work every new
+    position costs (each layer's matrix products, one row each)."""
+
+    fixed: float
+    per_sequence: float
+    per_position: float
+
+    def predict(self, batch: int, positions: int) -> float:
+        return self.fixed + self.per_sequence * batch + self.per_position * batch * positions
+
+
+def fit_batch_pass_cost(timings: Mapping[tuple[int, int], Timing]) -> BatchPassFit:
+    """Least-squares fit of :class:`BatchPassFit` to the medians of
+    :func:`~specdec_lib.analysis.timing.time_batched_passes`, weighted by 1 / time (so a
+    small pass counts as much, relatively, as a large one)."""
+    import torch  # least squares; torch is already a dependency of the engine
+
+    if len(timings) < 3:
+        raise ValueError(f"timings must hold at least 3 (B, T) cells, got {len(timings)}")
+    cells = sorted(timings)
+    y = torch.tensor([timings[c].median for c in cells], dtype=torch.float64)
+    x = torch.tensor([[1.0, b, b * t] for b, t in cells], dtype=torch.float64)
+    w = (1 / y).unsqueeze(1)
+    coef = torch.linalg.lstsq(x * w, (y * w.squeeze(1)).unsqueeze(1)).solution.squeeze(1)
+    return BatchPassFit(*(float(c) for c in coef))

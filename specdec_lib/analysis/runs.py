@@ -60,3 +60,32 @@ def pooled_speculation(
         if check_greedy and out != generate(target, ids, params):
             raise AssertionError(f"speculative output differs from greedy on prompt {i} at k={k}")
     return stats
+
+
+def batch_round_profile(alone: Sequence[SpeculationStats]) -> dict[str, list[int] | int]:
+    """What batched speculation of some requests does pass by pass, replayed from each
+    request's counts decoded alone (``alone``, one stats object per request); counted, not
+    timed.
+
+    Valid for greedy decoding with a drafter that reads only its own request's context
+    (the n-gram drafter, a draft model): a request's rounds are then the same alone as in
+    a batch. A batch runs one pass per round until its slowest request finishes; a
+    finished request rides along as padding, and every row is padded to the longest
+    proposal of the pass. Returns each request's ``rounds``, the batch's ``passes``, and
+    per pass the ``active`` requests, the positions ``carried`` (B x the pass's width) and
+    those ``used`` (each active request's pending token plus its proposal).
+    """
+    if not alone or any(s.rounds == 0 for s in alone):
+        raise ValueError("alone must hold one non-empty SpeculationStats per request")
+    lengths = [[len(r.proposed) for r in s.log] for s in alone]
+    rounds = [len(m) for m in lengths]
+    passes = max(rounds)
+    active = [[i for i, m in enumerate(lengths) if j < len(m)] for j in range(passes)]
+    width = [1 + max(lengths[i][j] for i in act) for j, act in enumerate(active)]
+    return {
+        "rounds": rounds,
+        "passes": passes,
+        "active": [len(a) for a in active],
+        "carried": [len(alone) * w for w in width],
+        "used": [sum(1 + lengths[i][j] for i in act) for j, act in enumerate(active)],
+    }

@@ -382,3 +382,69 @@ def time_inside(
         for h in handles:
             h.remove()
     return wall, inside[0]
+
+
+@torch.inference_mode()
+def time_batched_passes(
+    model: TinyGPT,
+    cells: Sequence[tuple[int, int]],
+    context: Sequence[int],
+    repeats: int = 15,
+    warmup: int = 3,
+) -> dict[tuple[int, int], Timing]:
+    """Median wall time of one KV-cached pass over ``T`` new positions for each of ``B``
+    sequences, for every ``(B, T)`` in ``cells``, each sequence's cache holding ``context``.
+
+    The cells are timed in a freshly shuffled order in every repeat, so a slow phase of a
+    shared machine falls on all of them alike. Returns ``{(B, T): Timing}`` in seconds.
+    """
+    cells = [(int(b), int(t)) for b, t in cells]
+    if not cells or min(min(c) for c in cells) < 1:
+        raise ValueError(f"cells must be a non-empty list of (B, T) with B, T >= 1, got {cells}")
+    ctx = list(context)
+    if not ctx or len(ctx) + max(t for _, t in cells) > model.config.block_size:
+        raise ValueError(
+            f"context must be non-empty with len(context) + max T <= block_size="
+            f"{model.config.block_size}, got {len(ctx)}"
+        )
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
+    caches = {}
+    for b in sorted({b for b, _ in cells}):
+        caches[b] = model.new_cache(b)
+        model(torch.tensor([ctx] * b), caches[b])
+    new = {(b, t): torch.tensor([ctx[-t:]] * b) for b, t in cells}
+
+    def one_pass(cell: tuple[int, int]) -> float:
+        cache = caches[cell[0]]
+        cache.crop(len(ctx))
+        start = time.perf_counter()
+        model(new[cell], cache)
+        return time.perf_counter() - start
+
+    order, shuffle = list(cells), random.Random(0)
+    times: dict[tuple[int, int], list[float]] = {c: [] for c in cells}
+    for rep in range(warmup + repeats):
+        shuffle.shuffle(order)
+        for cell in order:
+            elapsed = one_pass(cell)
+            if rep >= warmup:
+                times[cell].append(elapsed)
+    return {c: Timing(statistics.median(ts), min(ts), max(ts), len(ts)) for c, ts in times.items()}
+
+
+def batch_time_parts(model: TinyGPT, fn: Callable[[], object]) -> dict[str, float]:
+    """Run ``fn`` (a batched decoding call) once and split its wall time into the prefill
+    (the model's first forward call), the later passes, and the host's own work outside
+    any pass (drafting, acceptance, building tensors). Seconds, plus the number of passes."""
+    calls: list[tuple[int, float]] = []
+    wall, inside = time_inside([model], fn, calls)
+    if not calls:
+        raise ValueError("fn must call the model at least once")
+    return {
+        "wall": wall,
+        "prefill": calls[0][1],
+        "passes": inside - calls[0][1],
+        "host": wall - inside,
+        "n_passes": len(calls) - 1,
+    }
