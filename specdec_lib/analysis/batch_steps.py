@@ -1,0 +1,99 @@
+"""Batched plain decoding timed by its parts: the prefill, each decode step, the host.
+
+The wall time of a whole ``generate_batch`` call mixes three costs that grow with the
+batch size B at different rates: the prefill (one pass over every prompt, B × prompt
+positions), the decode steps (one pass over B rows each), and the host's own work
+between passes (choosing each row's token, building the next input). The ratio of
+whole calls at two batch sizes is therefore not the ratio of their decode steps.
+:func:`time_batch_decode_steps` times all three inside the same calls, with the
+forward hooks of :func:`~specdec_lib.analysis.timing.time_inside`.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from specdec_lib.analysis.timing import Timing, time_inside
+from specdec_lib.checks import check_int
+from specdec_lib.engine.batched import generate_batch
+from specdec_lib.engine.model import TinyGPT
+from specdec_lib.engine.sampling import SamplingParams
+
+
+def _timing(samples: list[float]) -> Timing:
+    return Timing(statistics.median(samples), min(samples), max(samples), len(samples))
+
+
+@dataclass(frozen=True)
+class BatchDecodeTiming:
+    """One batch size's whole call, prefill and decode step, in seconds.
+
+    ``step`` is over every decode step of every repeat (``steps`` per call); the
+    others are over repeats. ``host`` is the call's time outside any forward pass.
+    """
+
+    batch_size: int
+    call: Timing
+    prefill: Timing
+    step: Timing
+    host: Timing
+    steps: int
+
+
+def time_batch_decode_steps(
+    model: TinyGPT,
+    prompt_ids: Sequence[int],
+    batch_sizes: Sequence[int],
+    n_tokens: int = 32,
+    repeats: int = 3,
+    warmup: int = 1,
+    seed: int = 0,
+) -> dict[int, BatchDecodeTiming]:
+    """Time greedy ``generate_batch`` of ``n_tokens`` for B copies of one prompt, for
+    each B, split into prefill, decode steps and host work.
+
+    The batch sizes run in a freshly shuffled order in every repeat (``seed``), so a
+    burst of load on a shared machine falls on all of them alike. Returns
+    ``{B: BatchDecodeTiming}``; server throughput is ``B * n_tokens / call.median``.
+    """
+    sizes = [check_int("batch_sizes", b) for b in batch_sizes]
+    if not sizes:
+        raise ValueError("batch_sizes must hold at least one batch size")
+    n_tokens = check_int("n_tokens", n_tokens)
+    repeats = check_int("repeats", repeats)
+    warmup = check_int("warmup", warmup, minimum=0)
+    ids = list(prompt_ids)
+    if len(ids) < 2:
+        raise ValueError(f"prompt_ids must hold at least 2 tokens (a prefill), got {len(ids)}")
+    params = SamplingParams(temperature=0.0, max_tokens=n_tokens)
+    parts: dict[int, dict[str, list[float]]] = {
+        b: {"call": [], "prefill": [], "step": [], "host": []} for b in sizes
+    }
+    order, shuffle = list(sizes), random.Random(seed)
+    for rep in range(warmup + repeats):
+        shuffle.shuffle(order)
+        for b in order:
+            calls: list[tuple[int, float]] = []
+            wall, inside = time_inside(
+                [model], lambda b=b: generate_batch(model, [ids] * b, params), calls
+            )
+            if rep < warmup:
+                continue
+            parts[b]["call"].append(wall)
+            parts[b]["prefill"].append(calls[0][1])
+            parts[b]["step"].extend(seconds for _, seconds in calls[1:])
+            parts[b]["host"].append(wall - inside)
+    return {
+        b: BatchDecodeTiming(
+            batch_size=b,
+            call=_timing(p["call"]),
+            prefill=_timing(p["prefill"]),
+            step=_timing(p["step"]),
+            host=_timing(p["host"]),
+            steps=len(p["step"]) // repeats,
+        )
+        for b, p in parts.items()
+    }

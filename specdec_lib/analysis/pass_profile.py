@@ -1,0 +1,234 @@
+"""What one KV-cached forward pass is made of, operator by operator.
+
+A pass of a small model on a CPU costs far more than its arithmetic: PyTorch
+dispatches every operator of the forward (matrix products, but also every add,
+multiply, view, slice and concatenation) one call at a time, and each call has a
+fixed price in the dispatcher and the Python that issues it. :func:`profile_pass`
+runs a few passes under ``torch.profiler`` and counts those calls per pass, with
+the self CPU time of each operator. The profiler adds its own cost to every call,
+so its times are inflated and only their shares mean much; the counts are exact.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+
+from specdec_lib.checks import check_int
+from specdec_lib.engine.model import TinyGPT
+
+#: What each aten operator of a TinyGPT forward is, for grouping a profile.
+CATEGORIES: dict[str, str] = {
+    **dict.fromkeys(
+        ["aten::mm", "aten::bmm", "aten::addmm", "aten::matmul", "aten::linear"], "matrix products"
+    ),
+    **dict.fromkeys(
+        [
+            "aten::scaled_dot_product_attention",
+            "aten::_scaled_dot_product_flash_attention_for_cpu",
+            "aten::_scaled_dot_product_attention_math",
+            "aten::softmax",
+            "aten::_softmax",
+        ],
+        "attention over the cache",
+    ),
+    **dict.fromkeys(
+        [
+            "aten::view",
+            "aten::slice",
+            "aten::transpose",
+            "aten::as_strided",
+            "aten::unsqueeze",
+            "aten::reshape",
+            "aten::expand",
+            "aten::t",
+            "aten::select",
+            "aten::permute",
+            "aten::_unsafe_view",
+            "aten::split",
+            "aten::narrow",
+            "aten::alias",
+            "aten::chunk",
+            "aten::squeeze",
+            "aten::contiguous",
+            "aten::view_as_real",
+            "aten::view_as_complex",
+            "aten::flatten",
+            "aten::unflatten",
+            "aten::_reshape_alias",
+            "aten::detach",
+            "aten::lift_fresh",
+            "aten::resolve_conj",
+            "aten::resolve_neg",
+        ],
+        "views and indexing",
+    ),
+    **dict.fromkeys(
+        [
+            "aten::cat",
+            "aten::copy_",
+            "aten::_to_copy",
+            "aten::to",
+            "aten::empty",
+            "aten::empty_like",
+            "aten::empty_strided",
+            "aten::clone",
+            "aten::index_put_",
+            "aten::_index_put_impl_",
+            "aten::zeros",
+            "aten::zero_",
+            "aten::fill_",
+            "aten::ones",
+            "aten::arange",
+            "aten::full",
+            "aten::index",
+            "aten::embedding",
+            "aten::index_select",
+            "aten::where",
+            "aten::masked_fill",
+            "aten::resize_",
+            "aten::stack",
+        ],
+        "copies, allocation and lookups",
+    ),
+}
+CATEGORIES.update(
+    dict.fromkeys(
+        [
+            "aten::item",
+            "aten::_local_scalar_dense",
+            "aten::is_nonzero",
+            "aten::any",
+            "aten::gt",
+            "aten::ge",
+            "aten::le",
+            "aten::lt",
+            "aten::eq",
+            "aten::max",
+            "aten::min",
+            "aten::result_type",
+            "aten::scalar_tensor",
+        ],
+        "checks and scalars",
+    )
+)
+CATEGORIES["aten::view_as"] = "views and indexing"
+ELEMENTWISE = "elementwise arithmetic"
+#: The operators that do a pass's matrix arithmetic (``linear`` and ``matmul`` call them).
+PRODUCTS = ("aten::mm", "aten::bmm", "aten::addmm")
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """One operator's calls per pass and self CPU seconds per pass (under the profiler)."""
+
+    name: str
+    category: str
+    calls: float
+    self_seconds: float
+
+
+@dataclass(frozen=True)
+class PassProfile:
+    """Per-pass operator counts and times of ``passes`` profiled passes.
+
+    ``aten_calls`` counts every aten operator call, nested ones included (``linear``
+    calls ``t`` and ``matmul``, which calls ``mm``); ``top_level_calls`` only those the
+    model's Python issues directly. ``outside_seconds`` is profiled time spent in no
+    aten operator: the Python of the modules and the cache.
+    """
+
+    positions: int
+    context_len: int
+    passes: int
+    ops: tuple[OpCost, ...]
+    aten_calls: float
+    top_level_calls: float
+    wall_seconds: float
+    outside_seconds: float
+
+    @property
+    def matrix_products(self) -> float:
+        """Matrix products per pass: the calls that do the weights' arithmetic."""
+        return sum(op.calls for op in self.ops if op.name in PRODUCTS)
+
+    def by_category(self) -> dict[str, tuple[float, float]]:
+        """``{category: (calls per pass, self seconds per pass)}``, most time first."""
+        groups: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+        for op in self.ops:
+            groups[op.category][0] += op.calls
+            groups[op.category][1] += op.self_seconds
+        return dict(sorted(((c, (n, s)) for c, (n, s) in groups.items()), key=lambda x: -x[1][1]))
+
+
+@torch.inference_mode()
+def profile_pass(
+    model: TinyGPT,
+    positions: int = 1,
+    context_len: int = 256,
+    passes: int = 10,
+    warmup: int = 3,
+    seed: int = 0,
+) -> PassProfile:
+    """Profile ``passes`` KV-cached forward passes of ``positions`` new tokens after
+    ``context_len`` cached ones (random token ids from ``seed``), after ``warmup``
+    unrecorded passes, and return what one pass is made of."""
+    positions = check_int("positions", positions)
+    context_len = check_int("context_len", context_len)
+    passes = check_int("passes", passes)
+    warmup = check_int("warmup", warmup, minimum=0)
+    if context_len + positions > model.config.block_size:
+        raise ValueError(
+            f"context_len + positions must be <= block_size={model.config.block_size}, "
+            f"got {context_len} + {positions}"
+        )
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, model.config.vocab_size, (1, context_len + positions), generator=gen)
+    cache = model.new_cache(1)
+    model(ids[:, :context_len], cache)
+    new = ids[:, context_len:]
+
+    def one_pass() -> None:
+        model(new, cache)
+        cache.crop(context_len)
+
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(wait=0, warmup=warmup, active=passes, repeat=1),
+    ) as prof:
+        for _ in range(warmup + passes):
+            one_pass()
+            prof.step()
+    events = [e for e in prof.events() if e.name.startswith("aten::")]
+    steps = [e for e in prof.events() if e.name.startswith("ProfilerStep")]
+    top = [
+        e for e in events if e.cpu_parent is None or e.cpu_parent.name.startswith("ProfilerStep")
+    ]
+    ops: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for e in events:
+        ops[e.name][0] += 1
+        ops[e.name][1] += e.self_cpu_time_total / 1e6
+    wall = sum(e.cpu_time_total for e in steps) / 1e6 / passes
+    inside = sum(s for _, s in ops.values()) / passes
+    costs = tuple(
+        sorted(
+            (
+                OpCost(name, CATEGORIES.get(name, ELEMENTWISE), n / passes, s / passes)
+                for name, (n, s) in ops.items()
+            ),
+            key=lambda op: -op.self_seconds,
+        )
+    )
+    return PassProfile(
+        positions=positions,
+        context_len=context_len,
+        passes=passes,
+        ops=costs,
+        aten_calls=len(events) / passes,
+        top_level_calls=len(top) / passes,
+        wall_seconds=wall,
+        outside_seconds=max(wall - inside, 0.0),
+    )
