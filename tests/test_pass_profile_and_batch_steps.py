@@ -67,3 +67,8 @@ def test_batch_decode_timing_splits_each_call_into_prefill_steps_and_host(target
 def test_batch_decode_timing_refuses_bad_arguments_naming_them(target, tok, args, name):
     with pytest.raises(ValueError, match=name):
         time_batch_decode_steps(target, tok.encode("The kepa."), args[0], n_tokens=args[1])
+
+
+def test_profiling_a_pass_writes_nothing_to_stderr(target, capfd):
+    profile_pass(target, positions=1, context_len=16, passes=1, warmup=1)
+    assert capfd.readouterr().err == ""

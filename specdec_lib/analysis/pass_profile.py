@@ -11,7 +11,11 @@ so its times are inflated and only their shares mean much; the counts are exact.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -164,6 +168,22 @@ class PassProfile:
         return dict(sorted(((c, (n, s)) for c, (n, s) in groups.items()), key=lambda x: -x[1][1]))
 
 
+@contextlib.contextmanager
+def _quiet_native_stderr() -> Iterator[None]:
+    """Silence the profiler's native log lines (``profiler_start``/``profiler_stop``),
+    which it writes straight to file descriptor 2, past any Python redirection."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 @torch.inference_mode()
 def profile_pass(
     model: TinyGPT,
@@ -195,10 +215,13 @@ def profile_pass(
         model(new, cache)
         cache.crop(context_len)
 
-    with profile(
-        activities=[ProfilerActivity.CPU],
-        schedule=schedule(wait=0, warmup=warmup, active=passes, repeat=1),
-    ) as prof:
+    with (
+        _quiet_native_stderr(),
+        profile(
+            activities=[ProfilerActivity.CPU],
+            schedule=schedule(wait=0, warmup=warmup, active=passes, repeat=1),
+        ) as prof,
+    ):
         for _ in range(warmup + passes):
             one_pass()
             prof.step()
