@@ -1,20 +1,33 @@
-"""The distribution test, tested: false-alarm and miss rates over 200 seeds.
+"""The distribution test, tested: its false-alarm and miss rates, against its promises.
 
-    python benchmarks/distribution_test.py [--seeds 200] [--first-seed 100]
-        [--sizes 100,200,300,500,750,1000,1500] [--workers 1]
+    OMP_NUM_THREADS=1 python benchmarks/distribution_test.py [--seeds 2000]
+        [--null-runs 10000] [--real-seeds 200] [--first-seed 100]
+        [--sizes 100,200,300,500,750,1000,1500]
 
 The set-up of chapter 7's "testing the test": the UNTRAINED target after a fixed
 context (CONTEXT below, so the result does not depend on the workload generator),
 sharpened to temperature 0.3 so that its most likely token has a moderate
-probability (about 0.22; at temperature 1 it is below 0.01 and the chi-square
-test would need many times more rounds), and a one-hot drafter proposing
-that token. For every seed, each
-rule (the residual rule ``accept_sampled`` and the plausible bug
-``accept_sampled_biased``) is run for the largest sample size; the chi-square
-distribution test (alpha = 1e-3, sparse bins pooled) is applied to the first
-emitted token at every size, on prefixes of the same run. The correct rule must
-pass at least 99% of the seeds and the biased rule fail at least 99%, at the
-largest size. Writes benchmarks/results/distribution_test.json.
+probability (about 0.085; at temperature 1 it is 0.0015 and the chi-square test
+would need hundreds of times more rounds), and a one-hot drafter proposing that
+token. The test is :func:`~specdec_lib.analysis.hypothesis.distribution_test`
+(chi-square over pooled cells, Monte-Carlo p-value, alpha = 1e-3) on the first
+emitted token.
+
+Three parts, each row at every size the chapter shows:
+
+* rates: ``--seeds`` seed-runs per rule, each a sample from the rule's exact output
+  distribution (computed by enumerating the real function's random draws), tested on
+  prefixes. The miss rate, with its 95% interval, is compared with the power
+  predicted from the noncentral chi-square (and with the textbook prediction);
+* calibration: ``--null-runs`` independent seed-runs of the correct rule at every size
+  (and at temperature 1 with 20,000 rounds, the chapter's single chi-square), whose
+  false-alarm rate must have a 95% interval containing alpha;
+* real: ``--real-seeds`` seeds through the real ``accept_sampled`` and
+  ``accept_sampled_biased`` (seeds from ``--first-seed``, prefixes of one run per seed
+  and rule), whose counts must agree with the two parts above.
+
+Passes iff every false-alarm interval contains alpha and every predicted miss rate
+lies inside its measured interval. Writes benchmarks/results/distribution_test.json.
 """
 
 from __future__ import annotations
@@ -22,10 +35,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import torch
+from scipy.stats import beta
 
 from specdec_lib import (
     SamplingParams,
@@ -36,7 +50,17 @@ from specdec_lib import (
     process_logits,
 )
 from specdec_lib.analysis.exact import exact_output_distribution
-from specdec_lib.analysis.hypothesis import ALPHA, chi_square_power, run_distribution_tests
+from specdec_lib.analysis.hypothesis import (
+    ALPHA,
+    MIN_EXPECTED,
+    NULL_SIMULATIONS,
+    chi_square_power,
+    chi_square_power_local,
+    distribution_test,
+    noncentrality,
+    pooled_bins,
+    run_distribution_tests,
+)
 from specdec_lib.analysis.provenance import run_stamp
 from specdec_lib.analysis.results import save_result
 from specdec_lib.engine.drafters import one_hot_probs
@@ -45,7 +69,16 @@ OUT = Path(__file__).parent / "results" / "distribution_test.json"
 RULES = {"correct": accept_sampled, "biased": accept_sampled_biased}
 CONTEXT = "A drafter proposes, the target decides. Which token comes next? "
 PARAMS = SamplingParams(temperature=0.3)
-BAR = 0.99
+T1 = SamplingParams(temperature=1.0)
+T1_SAMPLES = 20_000
+
+
+def interval(k: int, n: int, level: float = 0.95) -> list[float]:
+    """Clopper-Pearson interval of a binomial rate k/n."""
+    a = (1 - level) / 2
+    low = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
+    high = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
+    return [low, high]
 
 
 def setup() -> tuple[torch.Tensor, int, torch.Tensor]:
@@ -59,60 +92,136 @@ def setup() -> tuple[torch.Tensor, int, torch.Tensor]:
     return logits, drafted, one_hot_probs([drafted], logits.shape[-1])[0]
 
 
-def _run(job: tuple[str, list[int], list[int]]) -> tuple[str, dict[int, list[float]]]:
-    name, sizes, seeds = job
-    logits, _, q = setup()
-    runs = run_distribution_tests(RULES[name], logits, q, PARAMS, sizes, seeds, ALPHA)
-    return name, {n: [t.chi_square.p_value for t in tests] for n, tests in runs.items()}
+def sampled_tests(dist: torch.Tensor, p: torch.Tensor, sizes: list[int], seeds: range) -> dict:
+    """Per size, how many seed-runs of draws from ``dist`` fail the test against ``p``
+    (each seed-run drawn once at the largest size and tested on its prefixes)."""
+    probs = dist.numpy()
+    failed = {n: 0 for n in sizes}
+    for seed in seeds:
+        tokens = np.random.default_rng([7, seed]).choice(len(probs), size=sizes[-1], p=probs)
+        for n in sizes:
+            counts = torch.from_numpy(np.bincount(tokens[:n], minlength=len(probs)))
+            failed[n] += not distribution_test(counts, p).passed
+    return failed
+
+
+def null_false_alarms(p: torch.Tensor, n: int, runs: int) -> int:
+    """False alarms of the test over ``runs`` independent samples of size n from p itself."""
+    rng = np.random.default_rng([11, n])
+    probs = p.numpy() / p.numpy().sum()
+    return sum(
+        not distribution_test(torch.from_numpy(rng.multinomial(n, probs)), p).passed
+        for _ in range(runs)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=200)
+    parser.add_argument("--seeds", type=int, default=2000)
+    parser.add_argument("--null-runs", type=int, default=10_000)
+    parser.add_argument("--real-seeds", type=int, default=200)
     parser.add_argument("--first-seed", type=int, default=100)
     parser.add_argument("--sizes", default="100,200,300,500,750,1000,1500")
-    parser.add_argument("--workers", type=int, default=1, help="processes (the machine is shared)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     sizes = sorted(int(s) for s in args.sizes.split(","))
-    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    start = time.perf_counter()
 
     logits, drafted, q = setup()
     p = process_logits(logits, PARAMS)
-    biased = exact_output_distribution(accept_sampled_biased, logits, q, PARAMS)
-    chunks = [seeds[i :: args.workers] for i in range(args.workers)]
-    jobs = [(name, sizes, chunk) for name in RULES for chunk in chunks]
-    start = time.perf_counter()
-    p_values: dict[str, dict[int, list[float]]] = {name: {n: [] for n in sizes} for name in RULES}
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        for name, result in pool.map(_run, jobs):
-            for n, values in result.items():
-                p_values[name][n].extend(values)
+    exact = {
+        name: exact_output_distribution(rule, logits, q, PARAMS) for name, rule in RULES.items()
+    }
+    assert float((exact["correct"] - p).abs().max()) < 1e-9  # the real rule is exact
+
+    fast = {name: sampled_tests(exact[name], p, sizes, range(args.seeds)) for name in RULES}
+    print(f"rates over {args.seeds} seed-runs per rule: {time.perf_counter() - start:.0f} s")
+    null = {n: null_false_alarms(p, n, args.null_runs) for n in sizes}
+    p1 = process_logits(logits, T1)
+    null_t1 = null_false_alarms(p1, T1_SAMPLES, args.null_runs // 5)
+    print(
+        f"calibration over {args.null_runs} seed-runs per size: {time.perf_counter() - start:.0f} s"
+    )
+    real_seeds = list(range(args.first_seed, args.first_seed + args.real_seeds))
+    real = {
+        name: {
+            n: sum(not t.passed for t in tests)
+            for n, tests in run_distribution_tests(
+                rule, logits, q, PARAMS, sizes, real_seeds
+            ).items()
+        }
+        for name, rule in RULES.items()
+    }
     seconds = time.perf_counter() - start
 
     rows = []
-    print(f"{'samples':>7} {'false alarms':>12} {'misses':>7} {'predicted power':>15}")
+    print(
+        f"{'rounds':>6} {'cells':>5} {'false alarms':>22} {'misses':>18} {'predicted':>9} "
+        f"{'textbook':>8} {'real FA':>7} {'real misses':>11}"
+    )
     for n in sizes:
-        false_alarms = sum(v < ALPHA for v in p_values["correct"][n])
-        misses = sum(v >= ALPHA for v in p_values["biased"][n])
-        power = chi_square_power(p, biased, n, ALPHA)
-        rows.append(
-            dict(
-                samples=n,
-                seeds=len(seeds),
-                false_alarms=false_alarms,
-                misses=misses,
-                false_alarm_rate=false_alarms / len(seeds),
-                miss_rate=misses / len(seeds),
-                predicted_power=power,
-            )
+        misses = args.seeds - fast["biased"][n]
+        power = chi_square_power(p, exact["biased"], n)
+        row = dict(
+            samples=n,
+            cells=int(pooled_bins(p, n).max()) + 1,
+            seeds=args.seeds,
+            false_alarms=fast["correct"][n],
+            false_alarm_interval=interval(fast["correct"][n], args.seeds),
+            null_runs=args.null_runs,
+            null_false_alarms=null[n],
+            null_false_alarm_interval=interval(null[n], args.null_runs),
+            misses=misses,
+            miss_rate=misses / args.seeds,
+            miss_interval=interval(misses, args.seeds),
+            predicted_power=power,
+            predicted_miss_rate=1 - power,
+            textbook_power=chi_square_power_local(p, exact["biased"], n),
+            noncentrality=noncentrality(p, exact["biased"], n),
+            real_seeds=args.real_seeds,
+            real_false_alarms=real["correct"][n],
+            real_misses=args.real_seeds - real["biased"][n],
+            real_miss_interval=interval(args.real_seeds - real["biased"][n], args.real_seeds),
         )
-        print(f"{n:7d} {false_alarms:8d}/{len(seeds)} {misses:3d}/{len(seeds)} {power:15.5f}")
-    top = rows[-1]
-    passed = 1 - top["false_alarm_rate"] >= BAR and 1 - top["miss_rate"] >= BAR
+        rows.append(row)
+        print(
+            f"{n:6d} {row['cells']:5d} {row['false_alarms']:4d}/{args.seeds} "
+            f"{null[n]:3d}/{args.null_runs} {misses:5d}/{args.seeds} "
+            f"[{row['miss_interval'][0]:.3f}, {row['miss_interval'][1]:.3f}] {1 - power:9.3f} "
+            f"{1 - row['textbook_power']:8.3f} {row['real_false_alarms']:7d} "
+            f"{row['real_misses']:7d}/{args.real_seeds}"
+        )
+
+    def inside(x: float, iv: list[float]) -> bool:
+        return iv[0] <= x <= iv[1]
+
+    t1 = dict(
+        samples=T1_SAMPLES,
+        temperature=T1.temperature,
+        cells=int(pooled_bins(p1, T1_SAMPLES).max()) + 1,
+        null_runs=args.null_runs // 5,
+        null_false_alarms=null_t1,
+        null_false_alarm_interval=interval(null_t1, args.null_runs // 5),
+    )
+    checks = {
+        "false_alarm_intervals_contain_alpha": all(
+            inside(ALPHA, r["false_alarm_interval"])
+            and inside(ALPHA, r["null_false_alarm_interval"])
+            for r in rows
+        )
+        and inside(ALPHA, t1["null_false_alarm_interval"]),
+        "predicted_miss_rates_inside_measured_intervals": all(
+            inside(r["predicted_miss_rate"], r["miss_interval"]) for r in rows
+        ),
+        "real_function_miss_rates_contain_the_prediction": all(
+            inside(r["predicted_miss_rate"], r["real_miss_interval"]) for r in rows
+        ),
+    }
+    passed = all(checks.values())
     result = {
-        "description": "chi-square distribution test of the first emitted token, over seeds",
-        "command": "python benchmarks/distribution_test.py " + " ".join(argv or sys.argv[1:]),
+        "description": "chi-square test of the first emitted token: false alarms and misses",
+        "command": "OMP_NUM_THREADS=1 python benchmarks/distribution_test.py "
+        + " ".join(argv or sys.argv[1:]),
         "setup": {
             "model": "target, trained=False",
             "context": CONTEXT,
@@ -120,25 +229,24 @@ def main(argv: list[str] | None = None) -> int:
             "drafter": "one-hot, proposing the target's most likely token",
             "drafted_token": drafted,
             "p_target_drafted": float(p[drafted]),
-            "p_biased_drafted": float(biased[drafted]),
+            "p_biased_drafted": float(exact["biased"][drafted]),
             "alpha": ALPHA,
-            "seeds": [seeds[0], seeds[-1]],
+            "min_expected": MIN_EXPECTED,
+            "null_simulations": NULL_SIMULATIONS,
+            "p_value": "Monte-Carlo, over pooled cells",
+            "interval": "Clopper-Pearson 95%",
+            "real_seeds": [real_seeds[0], real_seeds[-1]],
         },
         "rows": rows,
-        "p_values_at_largest": {name: p_values[name][sizes[-1]] for name in RULES},
-        "bar": BAR,
+        "temperature_1": t1,
+        "checks": checks,
         "passed": passed,
         "seconds": round(seconds, 1),
-        "workers": args.workers,
         "stamp": run_stamp(),
     }
     save_result(args.out, result)
-    verdict = "PASS" if passed else "FAIL"
-    print(
-        f"{verdict} at {top['samples']} samples x {len(seeds)} seeds: correct rule passed "
-        f"{1 - top['false_alarm_rate']:.1%}, biased rule failed {1 - top['miss_rate']:.1%} "
-        f"(bar {BAR:.0%}); {result['seconds']} s; wrote {args.out}"
-    )
+    print(f"T=1, {T1_SAMPLES} rounds: {null_t1}/{args.null_runs // 5} false alarms")
+    print(f"{'PASS' if passed else 'FAIL'} {checks}; {result['seconds']} s; wrote {args.out}")
     return 0 if passed else 1
 
 

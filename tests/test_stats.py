@@ -7,12 +7,15 @@ from scipy.stats import chisquare
 
 from specdec_lib import SamplingParams, accept_sampled, accept_sampled_biased, process_logits
 from specdec_lib.analysis.exact import (
+    _answering,
+    enumerate_outcomes,
     exact_first_token_distribution,
     exact_mismatched_distribution,
     exact_output_distribution,
     residual_decomposition,
 )
 from specdec_lib.analysis.hypothesis import (
+    NULL_SIMULATIONS,
     chi_square,
     chi_square_power,
     distribution_test,
@@ -26,6 +29,7 @@ from specdec_lib.analysis.hypothesis import (
     z_score,
 )
 from specdec_lib.engine.drafters import one_hot_probs
+from specdec_lib.engine.verify import residual_distribution, target_distribution
 
 V = 6
 SAMPLED = SamplingParams(temperature=1.0)
@@ -101,13 +105,71 @@ def test_the_old_and_new_enumerations_agree():
 
 def test_enumeration_refuses_what_it_cannot_enumerate():
     q = one_hot_probs([D], V)[0]
-    with pytest.raises(ValueError, match="rule must be accept_sampled"):
-        exact_output_distribution(lambda *a: ([0], 0), LOGITS, q, SAMPLED)
+
+    def global_draw(logits, draft_probs, proposed, params, generator=None):
+        return [int(torch.randint(V, ()))], 0  # ignores the generator it was given
+
+    def own_rand(logits, draft_probs, proposed, params, generator=None):
+        return [int(torch.rand(()) * V)], 0  # torch.rand, but not with its generator
+
+    def inspects_draw(logits, draft_probs, proposed, params, generator=None):
+        y = int(torch.multinomial(process_logits(logits[0], params), 1, generator=generator))
+        return [y if y >= 0 else 0], 0  # branches on the drawn token's value
+
+    with pytest.raises(ValueError, match="global random generator"):
+        exact_output_distribution(global_draw, LOGITS, q, SAMPLED)
+    with pytest.raises(ValueError, match="without the generator"):
+        exact_output_distribution(own_rand, LOGITS, q, SAMPLED)
+    with pytest.raises(ValueError, match="other than by passing it on"):
+        exact_output_distribution(inspects_draw, LOGITS, q, SAMPLED)
     with pytest.raises(ValueError, match="temperature must be > 0"):
         exact_output_distribution(accept_sampled, LOGITS, q, SamplingParams(temperature=0))
     with pytest.raises(ValueError, match="claimed must be > 0"):
         p = process_logits(LOGITS, SAMPLED)
         exact_mismatched_distribution(p, p, q)
+
+
+def test_enumeration_runs_the_function_not_a_formula_of_it():
+    """A rule the formula knows nothing about is enumerated to what it really does."""
+    q = process_logits(LOGITS.flip(0), SAMPLED)
+    p = process_logits(LOGITS, SAMPLED)
+    calls = []
+
+    def squared_ratio(logits, draft_probs, proposed, params, generator=None):
+        calls.append(1)
+        pt = process_logits(logits, params)
+        x = proposed[0]
+        u = float(torch.rand((), generator=generator, dtype=torch.float64))
+        if u < min(1.0, float(pt[0, x] / draft_probs[0, x])) ** 2:  # a wrong acceptance
+            return [x, int(torch.multinomial(pt[1], 1, generator=generator))], 1
+        residual = (pt[0] - draft_probs[0]).clamp(min=0)
+        return [int(torch.multinomial(residual, 1, generator=generator))], 0
+
+    out = exact_output_distribution(squared_ratio, LOGITS, q, SAMPLED)
+    a = torch.clamp(p / q, max=1.0) ** 2
+    expected = (
+        q * a + float((q * (1 - a)).sum()) * (p - q).clamp(min=0) / (p - q).clamp(min=0).sum()
+    )
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-12)
+    assert float((out - p).abs().max()) > 1e-3 and len(calls) >= 2 * V
+
+
+def test_enumeration_of_the_shipped_rules_matches_the_formula_with_and_without_a_guess():
+    p, q = process_logits(random_logits(3), SAMPLED), process_logits(random_logits(4), SAMPLED)
+    for rule, replacement in (
+        (accept_sampled, residual_distribution),
+        (accept_sampled_biased, target_distribution),
+    ):
+        out = exact_output_distribution(rule, random_logits(3), q, SAMPLED)
+        formula = exact_first_token_distribution(p, q, replacement)
+        torch.testing.assert_close(out, formula, rtol=0, atol=1e-12)
+    rows = random_logits(3).unsqueeze(0).repeat(2, 1)
+    x = int(q.argmax())
+    with _answering():  # no guess: the switch is found by bisection, to 2^-53
+        branches = enumerate_outcomes(lambda g: accept_sampled(rows, q[None], [x], SAMPLED, g))
+    accepted = sum(o.probability for o in branches if o.n_accepted == 1)
+    assert abs(accepted - min(1.0, float(p[x] / q[x]))) < 1e-15
+    assert abs(sum(o.probability for o in branches) - 1) < 1e-15
 
 
 def test_the_residual_decomposition_adds_up_to_the_target():
@@ -143,8 +205,10 @@ def test_standard_error_and_z_score():
         standard_error(1.5, 10)
     with pytest.raises(ValueError, match="n must be >= 1"):
         standard_error(0.5, 0)
-    with pytest.raises(ValueError, match="strictly inside"):
+    with pytest.raises(ValueError, match="must both be >= 5"):
         z_score(3, 10, 0.0)
+    with pytest.raises(ValueError, match="must both be >= 5"):
+        z_score(1, 100, 0.02)  # the cell is expected twice: too few for a z-score
 
 
 def test_chi_square_matches_scipy_when_no_bin_is_pooled():
@@ -153,8 +217,42 @@ def test_chi_square_matches_scipy_when_no_bin_is_pooled():
     ours = chi_square(counts, probs)
     ref = chisquare(counts.numpy(), probs.numpy() * 100)
     assert ours.statistic == pytest.approx(ref.statistic)
-    assert ours.p_value == pytest.approx(ref.pvalue)
+    assert ours.asymptotic_p_value == pytest.approx(ref.pvalue)
+    assert ours.p_value == pytest.approx(ref.pvalue, abs=0.02)  # Monte-Carlo, 10,000 draws
     assert (ours.dof, ours.n_bins, ours.n) == (3, 4, 100)
+
+
+def test_the_monte_carlo_p_value_is_calibrated_where_cells_are_sparse():
+    """Draws from the target itself, 30 at a time over 12 tokens (cells pooled to about
+    5 expected): the test must fail them at its nominal rate, within the binomial 95%
+    interval of 4,000 runs."""
+    from scipy.stats import binom
+
+    p = process_logits(random_logits(9, 12), SAMPLED)
+    rng = np.random.default_rng(5)
+    runs = 4000
+    p_values = np.array(
+        [
+            chi_square(torch.from_numpy(rng.multinomial(30, p.numpy())), p).p_value
+            for _ in range(runs)
+        ]
+    )
+    for alpha in (0.01, 0.05):
+        low, high = binom.ppf(0.025, runs, alpha), binom.ppf(0.975, runs, alpha)
+        assert low <= int((p_values <= alpha).sum()) <= high, alpha
+
+
+def test_a_power_curve_needs_cells_expected_five_times_and_matches_its_measurement():
+    p = process_logits(LOGITS, SAMPLED)
+    biased = exact_first_token_distribution(p, one_hot_probs([D], V)[0], target_distribution)
+    n, runs = 60, 3000
+    rng = np.random.default_rng(8)
+    caught = sum(
+        not distribution_test(torch.from_numpy(rng.multinomial(n, biased.numpy())), p).passed
+        for _ in range(runs)
+    )
+    predicted = chi_square_power(p, biased, n)
+    assert abs(caught / runs - predicted) < 2.6 * math.sqrt(predicted * (1 - predicted) / runs)
 
 
 def test_chi_square_pools_sparse_bins_and_rejects_impossible_tokens():
@@ -176,7 +274,8 @@ def test_the_distribution_test_passes_the_correct_rule_and_fails_the_biased_one(
     bad = sample_first_tokens(accept_sampled_biased, LOGITS, q, SAMPLED, 1500, seed=100)
     assert distribution_test(good, p).passed
     result = distribution_test(bad, p)
-    assert not result.passed and result.chi_square.p_value < 1e-20
+    assert not result.passed and result.chi_square.asymptotic_p_value < 1e-20
+    assert result.chi_square.p_value == 1 / (NULL_SIMULATIONS + 1)  # beyond every null draw
 
 
 def test_error_rates_over_seeds_are_low_where_the_test_has_power():
@@ -202,6 +301,6 @@ def test_chi_square_power_is_alpha_under_the_null_and_grows_with_n():
     biased = exact_output_distribution(
         accept_sampled_biased, LOGITS, one_hot_probs([D], V)[0], SAMPLED
     )
-    assert chi_square_power(p, p, 1000, alpha=0.01) == pytest.approx(0.01)
+    assert chi_square_power(p, p, 1000, alpha=0.01) == pytest.approx(0.01, rel=0.3)
     powers = [chi_square_power(p, biased, n) for n in (20, 100, 400)]
     assert powers == sorted(powers) and powers[-1] > 0.999

@@ -1,20 +1,29 @@
 """Sampled output distributions of a verification rule, and the tests on them.
 
 A correctness claim about speculative *sampling* is a claim about a distribution.
-:mod:`specdec_lib.analysis.exact` proves the formula by enumeration; this module checks
-the code: seeded sampling of the real functions
+:mod:`specdec_lib.analysis.exact` computes the exact output distribution of the real
+function by enumerating its random draws; this module checks the function the way a
+user meets it, by seeded sampling of
 :func:`~specdec_lib.engine.verify.accept_sampled` and
 :func:`~specdec_lib.engine.verify.accept_sampled_biased`, compared with the target by a
-z-score on one token or a chi-square over the whole vocabulary (sparse bins pooled, one
-convention everywhere, the graders included). It can fail, which is the point: the same
-test must pass the correct rule and fail the biased one (:func:`error_rates`).
+z-score on one token or a chi-square over the whole vocabulary. It can fail, which is
+the point: the same test must pass the correct rule and fail the biased one
+(:func:`error_rates`), at the rates it claims.
 
-scipy is imported inside the few functions that need it (chi-square tails and
-the non-central chi-square power), so the enumeration helpers need only torch.
+One convention everywhere, the graders included: cells expected fewer than
+:data:`MIN_EXPECTED` times are pooled, and no z-score or chi-square term is ever
+computed on a cell expected less often than that. The chi-square's p-value is
+Monte-Carlo: the statistic is compared with :data:`NULL_SIMULATIONS` statistics of
+samples drawn from the target itself (multinomial over the pooled cells), because
+the textbook chi-square tail, with cells expected only 5 to 10 times, is too small
+at alpha = 1e-3 (measured: 1.1 to 1.3 times alpha). Its power is predicted from a
+noncentral chi-square matched to the statistic's cumulants under the alternative
+(:func:`chi_square_power`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -35,9 +44,16 @@ from specdec_lib.engine.verify import (
 #: it clears with room to spare (expected false alarms: 0.2 in 200).
 ALPHA = 1e-3
 
-#: Bins whose expected count is below this are pooled before the chi-square test,
-#: where the chi-square approximation to the statistic's distribution is poor.
+#: Cells whose expected count is below this are pooled before the chi-square test, and
+#: :func:`z_score` refuses a cell expected fewer times (or whose complement is).
 MIN_EXPECTED = 5.0
+
+#: Null statistics behind each Monte-Carlo p-value, (1 + #{null >= observed}) / (B + 1).
+#: At alpha = 1e-3 the test rejects when at most 9 of them reach the observed value.
+NULL_SIMULATIONS = 10_000
+
+#: Seed of the null samples (with the sample size and the number of cells).
+NULL_SEED = 20_231
 
 
 # --- seeded sampling -------------------------------------------------------------------
@@ -60,6 +76,8 @@ def first_tokens(
     and records ``emitted[0]``. The target's logits are the same every round (one
     fixed context), so the tokens are draws from one distribution. ``logits``
     repeats ``target_logits`` for the bonus row, which the first token never reads.
+    Rounds draw from one generator in turn, so the first m tokens of a longer run
+    are exactly the run of m: a power curve can be read off prefixes.
     """
     check_int("n", n)
     logits = torch.as_tensor(target_logits).detach()
@@ -69,8 +87,11 @@ def first_tokens(
     q = torch.as_tensor(draft_probs).detach().to(torch.float64).reshape(1, -1)  # (1, V)
     drawn = q[0] if drawn_from is None else torch.as_tensor(drawn_from).to(torch.float64)
     generator = torch.Generator().manual_seed(seed)
-    proposals = torch.multinomial(drawn, n, replacement=True, generator=generator).tolist()
-    return np.array([rule(rows, q, [x], params, generator)[0][0] for x in proposals])
+    tokens = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        x = int(torch.multinomial(drawn, 1, generator=generator))
+        tokens[i] = rule(rows, q, [x], params, generator)[0][0]
+    return tokens
 
 
 def sample_first_tokens(
@@ -101,9 +122,18 @@ def standard_error(p: float, n: int) -> float:
     return math.sqrt(p * (1 - p) / n)
 
 
-def z_score(count: int, n: int, p: float) -> float:
-    """How many standard errors the frequency count/n lies from the probability p."""
+def z_score(count: int, n: int, p: float, min_expected: float = MIN_EXPECTED) -> float:
+    """How many standard errors the frequency count/n lies from the probability p.
+
+    Refused (``ValueError``) unless the cell and its complement are each expected at
+    least ``min_expected`` times: below that the frequency is too far from normal for a
+    z-score to mean what its size suggests."""
     se = standard_error(p, n)
+    if min(n * p, n * (1 - p)) < min_expected:
+        raise ValueError(
+            f"n * p and n * (1 - p) must both be >= {min_expected} for a z-score, "
+            f"got n = {n}, p = {p!r}"
+        )
     if se == 0:
         raise ValueError(f"p must lie strictly inside (0, 1) for a z-score, got {p!r}")
     return (count / n - p) / se
@@ -120,13 +150,17 @@ def expected_z(p_null: float, p_alt: float, n: int) -> float:
 
 @dataclass(frozen=True)
 class ChiSquareResult:
-    """Pearson's chi-square of observed counts against expected probabilities."""
+    """Pearson's chi-square of observed counts against expected probabilities.
+
+    ``p_value`` is the Monte-Carlo one the test uses; ``asymptotic_p_value`` the
+    textbook chi-square tail on ``dof`` degrees of freedom, kept for comparison."""
 
     statistic: float
     dof: int
     p_value: float
     n: int
     n_bins: int
+    asymptotic_p_value: float
 
 
 def pooled_bins(probs: torch.Tensor, n: int, min_expected: float = MIN_EXPECTED) -> np.ndarray:
@@ -138,7 +172,13 @@ def pooled_bins(probs: torch.Tensor, n: int, min_expected: float = MIN_EXPECTED)
     probability 0 get bin -1: they must never be observed. The bins depend only on
     ``probs`` and ``n``, never on the counts, so pooling cannot bias the test.
     """
-    e = np.asarray(torch.as_tensor(probs, dtype=torch.float64)) * n
+    pr = np.ascontiguousarray(torch.as_tensor(probs, dtype=torch.float64).numpy())
+    return _pooled_bins_cached(pr.tobytes(), n, min_expected).copy()
+
+
+@functools.lru_cache(maxsize=256)
+def _pooled_bins_cached(probs: bytes, n: int, min_expected: float) -> np.ndarray:
+    e = np.frombuffer(probs, dtype=np.float64) * n
     bins = np.full(e.shape, -1, dtype=np.int64)
     order = np.argsort(-e, kind="stable")
     order = order[e[order] > 0]
@@ -157,10 +197,54 @@ def pooled_bins(probs: torch.Tensor, n: int, min_expected: float = MIN_EXPECTED)
     return bins
 
 
+def pooled_probabilities(probs: torch.Tensor, bins: np.ndarray) -> np.ndarray:
+    """Probability (n_bins,) of each pooled bin (tokens of bin -1 left out)."""
+    pr = np.asarray(torch.as_tensor(probs, dtype=torch.float64))
+    keep = bins >= 0
+    return np.bincount(bins[keep], weights=pr[keep], minlength=int(bins.max()) + 1)
+
+
+def _statistic(observed: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Pearson's sum over the last axis of (observed - expected)^2 / expected."""
+    return ((observed - expected) ** 2 / expected).sum(-1)
+
+
+def null_statistics(
+    cell_probs: np.ndarray, n: int, simulations: int = NULL_SIMULATIONS
+) -> np.ndarray:
+    """Sorted chi-square statistics of ``simulations`` samples of size ``n`` drawn from the
+    null itself (multinomial over the pooled cells): the reference distribution of the
+    Monte-Carlo p-value. Seeded by (n, number of cells), so every test is reproducible;
+    cached, so a sweep over seeds draws them once per sample size."""
+    b = np.asarray(cell_probs, dtype=np.float64)
+    return _null_statistics_cached(b.tobytes(), n, simulations).copy()
+
+
+@functools.lru_cache(maxsize=64)
+def _null_statistics_cached(cells: bytes, n: int, simulations: int) -> np.ndarray:
+    b = np.frombuffer(cells, dtype=np.float64)
+    b = b / b.sum()
+    rng = np.random.default_rng([NULL_SEED, n, len(b)])
+    chunk = max(1, 4_000_000 // len(b))  # at most ~32 MB of counts at a time
+    out = [
+        _statistic(rng.multinomial(n, b, size=min(chunk, simulations - i)), n * b)
+        for i in range(0, simulations, chunk)
+    ]
+    return np.sort(np.concatenate(out))
+
+
+def monte_carlo_p_value(statistic: float, null: np.ndarray) -> float:
+    """(1 + #{null >= statistic}) / (B + 1) for sorted null statistics: under the null its
+    chance of being <= alpha is at most alpha, exactly, for any number of cells."""
+    at_least = len(null) - int(np.searchsorted(null, statistic, side="left"))
+    return (1 + at_least) / (len(null) + 1)
+
+
 def chi_square(
     counts: torch.Tensor, probs: torch.Tensor, min_expected: float = MIN_EXPECTED
 ) -> ChiSquareResult:
-    """Chi-square test of ``counts`` (V,) against ``probs`` (V,), with sparse bins pooled.
+    """Chi-square test of ``counts`` (V,) against ``probs`` (V,), sparse cells pooled,
+    Monte-Carlo p-value (:func:`null_statistics`).
 
     A token observed where ``probs`` is 0 makes the statistic infinite (p-value 0):
     an impossible token was emitted. Degrees of freedom: number of bins - 1.
@@ -177,14 +261,67 @@ def chi_square(
     bins = pooled_bins(torch.from_numpy(pr), n, min_expected)
     n_bins = int(bins.max()) + 1
     if c[bins < 0].sum() > 0:
-        return ChiSquareResult(math.inf, max(n_bins - 1, 1), 0.0, n, n_bins)
-    observed = np.bincount(bins[bins >= 0], weights=c[bins >= 0], minlength=n_bins)
-    expected = np.bincount(bins[bins >= 0], weights=pr[bins >= 0] * n, minlength=n_bins)
-    statistic = float(((observed - expected) ** 2 / expected).sum())
+        return ChiSquareResult(math.inf, max(n_bins - 1, 1), 0.0, n, n_bins, 0.0)
     dof = n_bins - 1
     if dof < 1:
         raise ValueError("probs put (nearly) all mass on one bin: nothing for a chi-square to test")
-    return ChiSquareResult(statistic, dof, float(chi2.sf(statistic, dof)), n, n_bins)
+    observed = np.bincount(bins[bins >= 0], weights=c[bins >= 0], minlength=n_bins)
+    cells = pooled_probabilities(torch.from_numpy(pr), bins)
+    statistic = float(_statistic(observed, n * cells))
+    p_value = monte_carlo_p_value(statistic, null_statistics(cells, n))
+    return ChiSquareResult(statistic, dof, p_value, n, n_bins, float(chi2.sf(statistic, dof)))
+
+
+def critical_value(
+    p_null: torch.Tensor, n: int, alpha: float = ALPHA, min_expected: float = MIN_EXPECTED
+) -> float:
+    """The statistic :func:`chi_square` must exceed for a p-value <= ``alpha`` after ``n``
+    draws: the null statistic with floor(alpha (B + 1)) - 1 others above it."""
+    cells = pooled_probabilities(p_null, pooled_bins(p_null, n, min_expected))
+    null = null_statistics(cells, n)
+    above = math.floor(alpha * (len(null) + 1) + 1e-9) - 1
+    if above < 0:
+        raise ValueError(f"alpha must be >= 1/(B + 1) = {1 / (len(null) + 1):.1e}, got {alpha!r}")
+    return float(null[len(null) - 1 - above])
+
+
+def _noncentral_sf(x: float, cumulants: tuple[float, float, float, float]) -> float:
+    """P(Q > x) for a quadratic form Q with the given c1..c4 (Liu, Tang & Zhang 2009):
+    the noncentral chi-square whose skewness and kurtosis match Q's, shifted and scaled
+    to Q's mean and variance."""
+    from scipy.stats import chi2, ncx2
+
+    c1, c2, c3, c4 = cumulants
+    s1, s2 = c3 / c2**1.5, c4 / c2**2
+    if s1 * s1 > s2:
+        a = 1 / (s1 - math.sqrt(s1 * s1 - s2))
+        delta = s1 * a**3 - a * a
+        dof = a * a - 2 * delta
+    else:
+        a, delta, dof = 1 / s1, 0.0, 1 / (s1 * s1)
+    t = (x - c1) / math.sqrt(2 * c2) * math.sqrt(2) * a + dof + delta
+    return float(ncx2.sf(t, dof, delta) if delta > 0 else chi2.sf(t, dof))
+
+
+def _pearson_cumulants(e: np.ndarray, pi: np.ndarray, n: int) -> tuple[float, float, float, float]:
+    """c_r = tr(A^r) + r mu' A^(r-1) mu for Pearson's statistic with null cells ``e`` under
+    draws from ``pi``, in its normal approximation: Y = (O - n e)/sqrt(n e) has mean mu and
+    covariance A = diag(pi/e) - w w', w = pi/sqrt(e). Under the null, c_r = cells - 1."""
+    a, w = pi / e, pi / np.sqrt(e)
+    ww = float(w @ w)
+    aw = [float((a**r * w * w).sum()) for r in range(4)]
+    traces = (
+        a.sum() - ww,
+        (a**2).sum() - 2 * aw[1] + ww**2,
+        (a**3).sum() - 3 * aw[2] + 3 * aw[1] * ww - ww**3,
+        (a**4).sum() - 4 * aw[3] + 4 * aw[2] * ww + 2 * aw[1] ** 2 - 4 * aw[1] * ww**2 + ww**4,
+    )
+    mu = math.sqrt(n) * (pi - e) / np.sqrt(e)
+    v, quad = mu.copy(), []
+    for _ in range(4):
+        quad.append(float(mu @ v))
+        v = a * v - w * float(w @ v)  # A v
+    return tuple(float(traces[r]) + (r + 1) * quad[r] for r in range(4))  # type: ignore[return-value]
 
 
 def chi_square_power(
@@ -195,24 +332,50 @@ def chi_square_power(
     min_expected: float = MIN_EXPECTED,
 ) -> float:
     """Probability that :func:`chi_square` at level ``alpha`` rejects ``p_null`` after ``n``
-    draws from ``p_alt``, from the non-central chi-square approximation.
+    draws from ``p_alt``, predicted (not simulated) from a noncentral chi-square.
 
-    Non-centrality: n · sum over bins (alt - null)² / null. This is the power curve
-    of the test, computed rather than simulated; :func:`error_rates` measures it.
+    The cells are the test's pooled cells; the critical value is the test's own
+    (:func:`critical_value`). The textbook prediction (:func:`chi_square_power_local`)
+    assumes the alternative moves the cell means but not their variances; a bug that
+    doubles one cell and shrinks the rest changes both, so here the noncentral
+    chi-square is matched to the statistic's first four cumulants under ``p_alt``.
     """
-    from scipy.stats import chi2, ncx2
-
     bins = pooled_bins(p_null, n, min_expected)
-    null = np.asarray(torch.as_tensor(p_null, dtype=torch.float64))
     alt = np.asarray(torch.as_tensor(p_alt, dtype=torch.float64))
     if alt[bins < 0].sum() > 0:
         return 1.0
-    n_bins = int(bins.max()) + 1
-    b0 = np.bincount(bins[bins >= 0], weights=null[bins >= 0], minlength=n_bins)
-    b1 = np.bincount(bins[bins >= 0], weights=alt[bins >= 0], minlength=n_bins)
-    dof = n_bins - 1
-    noncentrality = n * float(((b1 - b0) ** 2 / b0).sum())
-    return float(ncx2.sf(chi2.isf(alpha, dof), dof, noncentrality))
+    e = pooled_probabilities(p_null, bins)
+    pi = pooled_probabilities(torch.from_numpy(alt), bins)
+    return _noncentral_sf(
+        critical_value(p_null, n, alpha, min_expected), _pearson_cumulants(e, pi, n)
+    )
+
+
+def noncentrality(
+    p_null: torch.Tensor, p_alt: torch.Tensor, n: int, min_expected: float = MIN_EXPECTED
+) -> float:
+    """n · sum over the pooled cells of (alt - null)^2 / null."""
+    bins = pooled_bins(p_null, n, min_expected)
+    b0 = pooled_probabilities(p_null, bins)
+    b1 = pooled_probabilities(p_alt, bins)
+    return n * float(((b1 - b0) ** 2 / b0).sum())
+
+
+def chi_square_power_local(
+    p_null: torch.Tensor,
+    p_alt: torch.Tensor,
+    n: int,
+    alpha: float = ALPHA,
+    min_expected: float = MIN_EXPECTED,
+) -> float:
+    """The textbook power: noncentral chi-square on cells - 1 degrees of freedom with
+    :func:`noncentrality`, against the textbook critical value. Right for a small
+    (local) alternative; kept to show how far off it is for a large one."""
+    from scipy.stats import chi2, ncx2
+
+    dof = int(pooled_bins(p_null, n, min_expected).max())
+    lam = noncentrality(p_null, p_alt, n, min_expected)
+    return float(ncx2.sf(chi2.isf(alpha, dof), dof, lam))
 
 
 # --- the distribution test, and testing it ---------------------------------------------
