@@ -1,0 +1,192 @@
+"""Verdicts (a best k, a crossover) are claimed only where two runs resolve them.
+
+The chapters glue their verdicts into the prose; ``benchmarks/compare_runs.py`` reads the
+same two stored runs. These tests fail when a chapter's stored glue says something the
+two runs do not both resolve, and check the verdict logic itself on small made-up runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from specdec_lib.analysis.replication import (
+    agreed_best_k,
+    agreed_crossover,
+    between_run_variance,
+    cross_containment,
+    crossover,
+    pooled_interval,
+    rerun_coverage,
+    rerun_interval,
+    speedup_verdict,
+    verdicts,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def _compare_runs():
+    spec = importlib.util.spec_from_file_location(
+        "compare_runs", ROOT / "benchmarks" / "compare_runs.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _pair(name: str) -> tuple[dict, dict]:
+    return tuple(json.loads((RESULTS / f"{n}.json").read_text()) for n in (name, f"{name}_rerun"))
+
+
+def glued(notebook: str) -> dict[str, object]:
+    """Every value a notebook's stored outputs glue, by name."""
+    nb = json.loads((ROOT / "chapters" / notebook).read_text())
+    out = {}
+    for cell in nb["cells"]:
+        for o in cell.get("outputs", []):
+            name = o.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name is not None:
+                out[name] = ast.literal_eval(o["data"]["application/papermill.record/text/plain"])
+    return out
+
+
+# glue name -> (benchmark, verdict name, field of the verdict it must equal)
+CHAPTER_9 = {
+    "copy_best_k": ("wall_clock", "best k, copy ngram", "point_k"),
+    "greedy_ngram_k": ("wall_clock", "best k, novel ngram", "point_k"),
+    "greedy_draft_k": ("wall_clock", "best k, novel draft", "point_k"),
+    "novel_best_k": ("wall_clock", "best k, novel T=1 ngram", "point_k"),
+    "draft_novel_k": ("wall_clock", "best k, novel T=1 draft", "point_k"),
+    "draft_copy_k": ("wall_clock", "best k, copy draft", "point_k"),
+    **{
+        f"bestk_{s.replace(' ', '_').replace('=', '')}_{d}": (
+            "wall_clock",
+            f"best k, {s} {d}",
+            "verdict",
+        )
+        for s in ("copy", "novel", "novel T=1")
+        for d in ("ngram", "draft")
+    },
+}
+CHAPTER_10 = {
+    "cross_copy": ("batch_sweep", "crossover, copy", "verdict"),
+    "cross_novel_greedy": ("batch_sweep", "crossover, novel", "verdict"),
+    "cross_novel_t1": ("batch_sweep", "crossover, novel T=1", "verdict"),
+}
+
+
+@pytest.mark.parametrize(
+    ("notebook", "mapping"),
+    [("09_does_it_pay.ipynb", CHAPTER_9), ("10_when_it_does_not_pay.ipynb", CHAPTER_10)],
+)
+def test_every_glued_verdict_is_what_both_stored_runs_resolve(notebook, mapping):
+    values = glued(notebook)
+    for glue_name, (bench, verdict_name, field) in mapping.items():
+        expected = verdicts(*_pair(bench))[verdict_name][field]
+        if expected is None:  # the two runs do not agree: the chapter must not name one
+            assert glue_name not in values, (
+                f"{notebook} glues {glue_name}, which the runs do not agree on"
+            )
+        else:
+            assert glue_name in values, f"{notebook} should glue {glue_name}"
+            assert values[glue_name] == expected, f"{notebook}: {glue_name} = {values[glue_name]!r}"
+
+
+def test_chapter_10_glues_the_smallest_batch_both_runs_find_greedy_novel_slower_at():
+    values = glued("10_when_it_does_not_pay.ipynb")
+    both = verdicts(*_pair("batch_sweep"))["crossover, novel"]
+    assert values["novel_slower_from"] == min(both["slower_at"])
+
+
+def _row(workload, batch, low, high, value=None):
+    value = (low + high) / 2 if value is None else value
+    return {
+        "workload": workload,
+        "batch": batch,
+        "speedup_median": value,
+        "speedup_low": low,
+        "speedup_high": high,
+    }
+
+
+def _sweep(rows):
+    result = {"rows": rows}
+    result["crossover"] = {
+        w: crossover([r for r in rows if r["workload"] == w]) for w in {r["workload"] for r in rows}
+    }
+    return result
+
+
+def test_a_crossover_that_moves_between_runs_is_a_differing_verdict_though_every_row_overlaps():
+    first = _sweep([_row("w", 1, 0.90, 0.99), _row("w", 2, 0.80, 0.95)])
+    second = _sweep([_row("w", 1, 0.95, 1.05), _row("w", 2, 0.81, 0.96)])
+    compare = _compare_runs()
+    assert compare.differing_verdicts(first, second) == ["crossover, w"]
+    both = agreed_crossover(first, second, "w")
+    assert both["slower_at"] == [2] and both["not_resolved_at"] == [1]
+    assert compare.compare(first, second) == 1
+
+
+def test_compare_runs_reports_the_stored_sweeps_differing_crossover(capsys):
+    assert _compare_runs().compare(*_pair("batch_sweep")) >= 1
+    out = capsys.readouterr().out
+    assert "crossover, novel:" in out and "DIFFERENT" in out and "0 verdict(s) differ" not in out
+
+
+def test_a_best_k_is_resolved_only_when_both_runs_name_it_and_neither_ties_another():
+    alone = {"best_k": 16, "ks_not_resolved_from_best": [16]}
+    tied = {"best_k": 16, "ks_not_resolved_from_best": [12, 16]}
+    other = {"best_k": 12, "ks_not_resolved_from_best": [12]}
+    assert agreed_best_k(alone, alone)["resolved_k"] == 16
+    assert agreed_best_k(alone, tied) == {
+        "resolved_k": None,
+        "point_k": 16,
+        "verdict": "k = 16 has the highest point estimate in both runs, "
+        "but is not resolved from k = 12",
+    }
+    assert agreed_best_k(alone, other)["point_k"] is None
+
+
+def test_speedup_verdict_reads_an_interval_against_one_and_refuses_a_reversed_one():
+    assert [speedup_verdict(*i) for i in ((1.1, 1.2), (0.8, 0.9), (0.9, 1.1))] == [
+        "faster",
+        "slower",
+        "not resolved",
+    ]
+    with pytest.raises(ValueError, match="low"):
+        speedup_verdict(1.2, 1.1)
+
+
+def test_cross_containment_counts_each_direction():
+    first = [_row("a", 1, 1.0, 2.0, 1.5), _row("a", 2, 1.0, 1.2, 1.1)]
+    second = [_row("a", 1, 1.4, 1.6, 1.5), _row("a", 2, 1.25, 1.35, 1.3)]
+    assert cross_containment(first, second) == {
+        "rows": 2,
+        "first_holds_second": 1,
+        "second_holds_first": 1,
+    }
+
+
+def test_between_run_variance_is_zero_when_runs_differ_less_than_their_intervals_say():
+    rows = [_row("a", b, 0.9, 1.1, 1.0) for b in (1, 2, 3)]
+    assert between_run_variance(rows, rows) == 0.0
+
+
+def test_between_run_variance_grows_with_the_gap_and_widens_the_intervals():
+    first = [_row("a", b, 0.99, 1.01, 1.0) for b in (1, 2)] + [_row("b", 1, 0.99, 1.01, 1.0)]
+    second = [_row("a", b, 1.19, 1.21, 1.2) for b in (1, 2)] + [_row("b", 1, 1.19, 1.21, 1.2)]
+    tau2 = between_run_variance(first, second)
+    assert tau2 > 0.01
+    wide = rerun_interval(first[0], tau2)
+    assert wide.low < 0.99 and wide.high > 1.2  # holds the other run's value now
+    pooled = pooled_interval(first[0], second[0], tau2)
+    assert pooled.value == pytest.approx(1.2**0.5) and pooled.low < 1.0 and pooled.high > 1.2
+    assert rerun_coverage(first, second)["first_holds_second"] == 1.0
+    with pytest.raises(ValueError, match="tau2"):
+        rerun_interval(first[0], -1.0)
