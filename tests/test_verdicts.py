@@ -190,3 +190,60 @@ def test_between_run_variance_grows_with_the_gap_and_widens_the_intervals():
     assert rerun_coverage(first, second)["first_holds_second"] == 1.0
     with pytest.raises(ValueError, match="tau2"):
         rerun_interval(first[0], -1.0)
+
+
+def _wall_clock():
+    path = ROOT / "benchmarks" / "wall_clock.py"
+    spec = importlib.util.spec_from_file_location("wall_clock", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _timed_result(slow_k2: float) -> dict:
+    """A made-up wall_clock result: 3 prompts x 4 repeats per method, k=1 against k=2."""
+    rows, times = [], {}
+    for w in ("copy", "novel", "novel T=1"):
+        times[w] = {"plain": [[1.0, 1.02, 0.98, 1.0]] * 3}
+        for d in ("ngram", "draft"):
+            for name, k, t in ((f"{d} k=1", 1, 0.5), (f"{d} k=2", 2, 0.5 * slow_k2)):
+                times[w][name] = [[t, t * 1.01, t * 0.99, t]] * 3
+                rows.append(
+                    {
+                        "workload": w,
+                        "method": name,
+                        "drafter": d,
+                        "k": k,
+                        "adaptive": False,
+                        "speedup": 1 / t,
+                        "speedup_low": 0.9 / t,
+                        "speedup_high": 1.1 / t,
+                    }
+                )
+            for name in (f"{d} +2/-1", f"{d} cost-aware"):
+                rows.append(
+                    {
+                        "workload": w,
+                        "method": name,
+                        "drafter": d,
+                        "k": 4,
+                        "adaptive": True,
+                        "speedup": 1.5,
+                        "speedup_low": 1.4,
+                        "speedup_high": 1.6,
+                    }
+                )
+    return {"rows": rows, "times": times}
+
+
+def test_wall_clock_ties_the_best_k_by_the_paired_interval_when_timings_are_stored():
+    summarise = _wall_clock().summarise
+    apart = summarise(_timed_result(slow_k2=1.05))["copy ngram"]
+    # the two marginal intervals overlap (0.9/0.5 .. 1.1/0.5 against 0.9/0.525 ..), yet
+    # the paired ratio of k=2 to k=1 is 1.05 in every prompt and repeat: resolved
+    assert apart["best_k"] == 1 and apart["ks_not_resolved_from_best"] == [1]
+    same = summarise(_timed_result(slow_k2=1.0))["copy ngram"]
+    assert sorted(same["ks_not_resolved_from_best"]) == [1, 2]
+    old = _timed_result(slow_k2=1.05)
+    del old["times"]  # an older result file: marginal overlap, as before
+    assert sorted(summarise(old)["copy ngram"]["ks_not_resolved_from_best"]) == [1, 2]
