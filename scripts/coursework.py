@@ -1,6 +1,7 @@
 """Coursework: student notebooks generated from the chapters, and bulk grading.
 
     python scripts/coursework.py student OUTDIR   # write the student notebooks
+    python scripts/coursework.py nbgrader COURSE  # write COURSE/source/<chapter>/ for nbgrader
     python scripts/coursework.py check            # they run, raising only NotImplementedError
     python scripts/coursework.py grade SUBMISSIONS --csv grades.csv
 
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
-from student_notebooks import compare_with_chapter, write_student_notebooks
+from student_notebooks import compare_with_chapter, write_nbgrader_source, write_student_notebooks
 
 from specdec_lib.grading import LOG_ENV, Diagnosis
 
@@ -268,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     student = sub.add_parser("student", help="write student notebooks (solutions removed)")
     student.add_argument("outdir", type=Path)
     student.add_argument("--chapters", type=Path, default=CHAPTERS)
+    source = sub.add_parser("nbgrader", help="write nbgrader source notebooks (one per chapter)")
+    source.add_argument("course", type=Path, help="the nbgrader course folder")
+    source.add_argument("--chapters", type=Path, default=CHAPTERS)
     check = sub.add_parser("check", help="generate and run the student notebooks")
     check.add_argument("--chapters", type=Path, default=CHAPTERS)
     check.add_argument("--keep", type=Path, default=None, help="write them here, not a temp dir")
@@ -282,6 +286,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "student":
         for path in write_student_notebooks(args.outdir, args.chapters):
+            print(path)
+        return 0
+    if args.command == "nbgrader":
+        for path in write_nbgrader_source(args.course, args.chapters):
             print(path)
         return 0
     if args.command == "check":

@@ -13,6 +13,9 @@ the chapters. A chapter marks what students must write the way nbgrader does:
   ``{solution-end}`` pair with everything between them (Markdown text removed;
   code cells kept but stubbed, whole cells if they carry no markers), and any
   single ``{solution}`` directive;
+* where a solution was prose only (a single ``{solution}``, or a gated one with no
+  code cell), or its exercise is marked ``:class: written``, a Markdown cell
+  ``YOUR ANSWER HERE`` takes its place: the written-answer cell;
 * outputs and execution counts are cleared.
 """
 
@@ -22,7 +25,7 @@ import __future__
 import ast
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -37,6 +40,8 @@ MARKDOWN_STUB = "YOUR ANSWER HERE"
 FENCE_OPEN = re.compile(r"^[ \t]*(?P<fence>`{3,}|:{3,})\{(?P<name>[\w-]+)\}")
 SOLUTION_DIRECTIVES = {"solution", "solution-start", "solution-end"}
 NOTE_ID = "student-version-note"
+ANSWER_KEY = "specdec_answer"  # cell metadata: the exercise a written-answer cell answers
+WHOLE_SOLUTION_KEY = "specdec_whole_solution"  # a solution cell without markers
 NOTE = (
     "**Student version.** Generated from the course's chapter by "
     "`python scripts/coursework.py student`; do not edit it by hand. Write your code "
@@ -90,39 +95,119 @@ def _directive_end(lines: list[str], start: int, fence: str) -> int:
 
 @dataclass
 class _Solutions:
-    """State carried across cells: are we between a solution-start and a solution-end?"""
+    """State carried across cells: are we inside a gated solution, and what did it hold?"""
 
     inside: bool = False
+    label: str = ""
+    code_seen: bool = False  # a code cell inside the gated solution: a code exercise
+    removed: list[str] = field(default_factory=list)  # the solution's prose
+    written: set[str] = field(default_factory=set)  # exercises marked ``:class: written``
     removed_markdown: int = 0
 
 
-def _strip_markdown(source: str, state: _Solutions, where: str) -> str:
+@dataclass(frozen=True)
+class Answer:
+    """Where a written answer goes: the exercise's label, and the prose the solution held."""
+
+    label: str
+    solution: str
+
+
+def _directive_options(lines: list[str], start: int) -> dict[str, str]:
+    """The ``:name: value`` option lines right after the directive opened at ``lines[start]``."""
+    options = {}
+    for line in lines[start + 1 :]:
+        found = re.match(r"^[ \t]*:(?P<name>[\w-]+):[ \t]*(?P<value>.*)$", line)
+        if not found:
+            break
+        options[found.group("name")] = found.group("value").strip()
+    return options
+
+
+def _directive_argument(line: str) -> str:
+    return line.split("}", 1)[1].strip() if "}" in line else ""
+
+
+def _solution_text(lines: list[str]) -> str:
+    """A directive's body: its lines without the option lines at the top."""
+    body = list(lines)
+    while body and re.match(r"^[ \t]*:[\w-]+:", body[0]):
+        body.pop(0)
+    return "\n".join(body).strip("\n")
+
+
+def _strip_markdown(source: str, state: _Solutions, where: str) -> list[str | Answer]:
+    """``source`` without its solutions, as pieces of text with an ``Answer`` where a
+    written answer belongs (after a prose-only solution, or one of a ``written`` exercise)."""
     lines = source.split("\n")
+    pieces: list[str | Answer] = []
     kept: list[str] = []
+    if state.inside and state.removed:
+        state.removed.append("")  # a new cell: a new paragraph
+
+    def answer(label: str, solution: str) -> None:
+        pieces.append("\n".join(kept).strip("\n"))
+        kept.clear()
+        pieces.append(Answer(label, solution))
+
     i = 0
     while i < len(lines):
         opened = FENCE_OPEN.match(lines[i])
         name = opened.group("name") if opened else None
+        if name in ("exercise", "exercise-start"):
+            options = _directive_options(lines, i)
+            if "written" in options.get("class", "").split() and "label" in options:
+                state.written.add(options["label"])
         if name in SOLUTION_DIRECTIVES:
             end = _directive_end(lines, i, opened.group("fence"))
-            if name == "solution-start":
+            label = _directive_argument(lines[i])
+            if name == "solution":
+                answer(label, _solution_text(lines[i + 1 : end]))
+            elif name == "solution-start":
                 if state.inside:
                     raise ValueError(f"{where}: solution-start inside another solution")
-                state.inside = True
-            elif name == "solution-end":
+                state.inside, state.label, state.code_seen = True, label, False
+                state.removed = []
+            else:  # solution-end
                 if not state.inside:
                     raise ValueError(f"{where}: solution-end without solution-start")
                 state.inside = False
+                if not state.code_seen or state.label in state.written:
+                    answer(state.label, "\n".join(state.removed).strip("\n"))
             i = end + 1
             continue
-        if not state.inside:
+        if state.inside:
+            state.removed.append(lines[i])
+        else:
             kept.append(lines[i])
         i += 1
-    return "\n".join(kept).strip("\n")
+    pieces.append("\n".join(kept).strip("\n"))
+    return [p for p in pieces if isinstance(p, Answer) or p.strip()]
 
 
-def student_notebook(nb: nbformat.NotebookNode, name: str = "notebook") -> nbformat.NotebookNode:
-    """The student version of a chapter notebook (a new object; ``nb`` is not modified)."""
+def answer_cell_id(label: str) -> str:
+    """A valid, unique cell id for the answer cell of exercise ``label``."""
+    return ("answer-" + re.sub(r"[^A-Za-z0-9_-]", "-", label))[:64]
+
+
+def _answer_cell(answer: Answer, keep_solutions: bool) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_markdown_cell(
+        answer.solution if keep_solutions and answer.solution else MARKDOWN_STUB
+    )
+    cell.id = answer_cell_id(answer.label)
+    cell.metadata[ANSWER_KEY] = answer.label
+    return cell
+
+
+def student_notebook(
+    nb: nbformat.NotebookNode, name: str = "notebook", keep_solutions: bool = False
+) -> nbformat.NotebookNode:
+    """The student version of a chapter notebook (a new object; ``nb`` is not modified).
+
+    With ``keep_solutions`` (the nbgrader source, see ``nbgrader_notebook``), code
+    solutions keep their markers and written answers hold the model answer; the
+    solution dropdowns are removed either way.
+    """
     nb = nbformat.from_dict(json.loads(json.dumps(nb)))
     state = _Solutions()
     cells = []
@@ -133,19 +218,32 @@ def student_notebook(nb: nbformat.NotebookNode, name: str = "notebook") -> nbfor
             cell.outputs = []
             cell.execution_count = None
             source, regions = replace_solutions(cell.source, CODE_STUB, where)
-            if state.inside and not regions and source.strip():
-                # A solution cell without markers: all of it is the solution.
-                source, regions = CODE_STUB.format(indent=""), 1
-            cell.source = source
+            if state.inside and source.strip():
+                state.code_seen = True
+                if not regions:
+                    # A solution cell without markers: all of it is the solution.
+                    source, regions = CODE_STUB.format(indent=""), 1
+                    if keep_solutions:
+                        cell.metadata[WHOLE_SOLUTION_KEY] = True
+            if not keep_solutions:
+                cell.source = source
             cells.append(cell)
         elif cell.cell_type == "markdown":
             source, _ = replace_solutions(cell.source, MARKDOWN_STUB, where)
-            source = _strip_markdown(source, state, where)
-            if source.strip():
-                cell.source = source
-                cells.append(cell)
-            else:
+            pieces = _strip_markdown(source, state, where)
+            if not pieces:
                 state.removed_markdown += 1
+            first = True
+            for n, piece in enumerate(pieces):
+                if isinstance(piece, Answer):
+                    cells.append(_answer_cell(piece, keep_solutions))
+                    continue
+                part = cell if first else nbformat.v4.new_markdown_cell(piece)
+                part.source = piece
+                if not first:
+                    part.id = f"{cell.id}-{n}"[:64]
+                first = False
+                cells.append(part)
         else:
             cells.append(cell)
     if state.inside:
@@ -158,6 +256,77 @@ def student_notebook(nb: nbformat.NotebookNode, name: str = "notebook") -> nbfor
     nb.metadata.pop("widgets", None)
     nb.metadata["specdec_student_version"] = {"chapter": name}
     return nb
+
+
+def answer_cells(nb: nbformat.NotebookNode) -> list[str]:
+    """The exercise labels of the written-answer cells of a generated notebook, in order."""
+    return [cell.metadata[ANSWER_KEY] for cell in nb.cells if ANSWER_KEY in cell.metadata]
+
+
+NBGRADER_NOTE = (
+    "**nbgrader source.** Generated from the course's chapter by "
+    "`python scripts/coursework.py nbgrader`; regenerate it rather than edit it. "
+    "`nbgrader generate_assignment` turns it into the student version: the code between "
+    "each pair of solution markers becomes a stub, and each written answer (a manually "
+    "graded cell holding the model answer) becomes `YOUR ANSWER HERE`."
+)
+
+
+def _nbgrader(cell_id: str, *, solution: bool, grade: bool, locked: bool) -> dict:
+    meta = {
+        "grade": grade,
+        "grade_id": cell_id,
+        "locked": locked,
+        "schema_version": 3,
+        "solution": solution,
+        "task": False,
+    }
+    if grade:
+        meta["points"] = 1
+    return meta
+
+
+def nbgrader_notebook(nb: nbformat.NotebookNode, name: str = "notebook") -> nbformat.NotebookNode:
+    """The chapter as an nbgrader *source* notebook (a new object).
+
+    Like the student version, every solution dropdown is gone, so nothing leaks
+    through nbgrader (which knows nothing of MyST directives). Unlike it, code
+    solutions keep their markers, in cells marked "Autograded answer"; a solution
+    cell without markers is marked so too, and nbgrader replaces it whole, as the
+    student version does. Each written answer is a "Manually graded answer" cell
+    holding the model answer, and each cell that calls a checker on an exercise is a
+    locked "Autograder tests" cell worth one point (the checks call
+    ``.raise_if_failed()``, so a failing check raises and scores nothing).
+    """
+    out = student_notebook(nb, name, keep_solutions=True)
+    exercises = set(stub_definitions(student_notebook(nb, name)))  # what students write
+    graded = {call.cell_id for call in check_calls(out) if call.subject in exercises}
+    for cell in out.cells:
+        if cell.id == NOTE_ID:
+            cell.source = NBGRADER_NOTE
+        elif ANSWER_KEY in cell.metadata:
+            cell.metadata["nbgrader"] = _nbgrader(cell.id, solution=True, grade=True, locked=False)
+        elif cell.cell_type == "code" and (
+            cell.metadata.pop(WHOLE_SOLUTION_KEY, False)
+            or replace_solutions(cell.source, CODE_STUB)[1]
+        ):
+            cell.metadata["nbgrader"] = _nbgrader(cell.id, solution=True, grade=False, locked=False)
+        elif cell.id in graded:
+            cell.metadata["nbgrader"] = _nbgrader(cell.id, solution=False, grade=True, locked=True)
+    out.metadata["specdec_student_version"] = {"chapter": name, "nbgrader_source": True}
+    return out
+
+
+def write_nbgrader_source(course: Path, chapters: Path) -> list[Path]:
+    """Write ``course/source/<chapter>/<chapter>.ipynb``, one nbgrader assignment per chapter."""
+    written = []
+    for path in chapter_notebooks(chapters):
+        nb = nbformat.read(path, as_version=4)
+        target = course / "source" / path.stem / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nbgrader_notebook(nb, path.name), target)
+        written.append(target)
+    return written
 
 
 def chapter_notebooks(chapters: Path) -> list[Path]:

@@ -88,7 +88,12 @@ def test_solutions_become_stubs_in_place_and_solution_prose_disappears():
     assert by_id["c9"].source == f"# YOUR CODE HERE\n{STUB}"  # inside a solution, no markers
     assert by_id["c3"].source == "Now check it:"
     assert "Implement it." in by_id["c1"].source and "{exercise-end}" in by_id["c1"].source
-    assert by_id["c5"].source.endswith("More prose.") and "Why?" in by_id["c5"].source
+    assert by_id["c5"].source.endswith("Why?\n::::")  # the prose-only solution is cut out,
+    ids = [cell.id for cell in student.cells]  # an answer cell takes its place, then the rest
+    assert ids[ids.index("c5") + 1 : ids.index("c5") + 3] == ["answer-ex-written", "c5-2"]
+    assert by_id["answer-ex-written"].source == S.MARKDOWN_STUB
+    assert by_id["c5-2"].source == "More prose."
+    assert S.answer_cells(student) == ["ex-written"]  # the gated ex-greedy solution is code
     assert by_id["c6"].source.endswith(S.MARKDOWN_STUB)
     assert "c8" not in by_id and "c10" not in by_id  # markdown wholly inside a solution
     text = "\n".join(cell.source for cell in student.cells)
