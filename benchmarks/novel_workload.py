@@ -212,8 +212,8 @@ def main() -> None:
     for k in by_k:
         opened: dict[str, list[bool]] = {}
         for a, cl in zip(agreement, classes, strict=True):
-            for start, _ in greedy_round_openings(a, k):
-                opened.setdefault(cl[start], []).append(a[start])
+            for first, _ in greedy_round_openings(a, k):
+                opened.setdefault(cl[first], []).append(a[first])
         total = sum(map(len, opened.values()))
         openings[k] = {
             c: {"share": round(len(v) / total, 4), "accepted": round(sum(v) / len(v), 4)}
