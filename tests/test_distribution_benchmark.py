@@ -33,7 +33,9 @@ def test_the_predicted_miss_rate_lies_inside_the_measured_interval_at_every_size
     rows = load_result("distribution_test")["rows"]
     for r in rows:
         assert _inside(r["predicted_miss_rate"], r["miss_interval"]), r["samples"]
-        assert _inside(r["predicted_miss_rate"], r["real_miss_interval"]), r["samples"]
+        if "real_seeds" in r:  # the real functions, at the sizes they were run
+            assert _inside(r["predicted_miss_rate"], r["real_miss_interval"]), r["samples"]
         assert abs(r["predicted_power"] + r["predicted_miss_rate"] - 1) < 1e-12
+    assert any("real_seeds" in r for r in rows)
     misses = [r["misses"] for r in rows]
     assert misses == sorted(misses, reverse=True) and misses[0] > misses[-1]

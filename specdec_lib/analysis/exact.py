@@ -352,6 +352,41 @@ def exact_output_distribution(
     return out
 
 
+def exact_round_outcomes(
+    rule: Rule,
+    target_logits: torch.Tensor,
+    draft_probs: torch.Tensor,
+    proposed: Sequence[int],
+    params: SamplingParams,
+) -> list[Outcome]:
+    """Every branch of one whole verification round of ``rule``, with its probability.
+
+    ``target_logits`` (k+1, V), ``draft_probs`` (k, V) and ``proposed`` (k tokens) are
+    the rule's own arguments; the rule runs once per branch (:func:`enumerate_outcomes`),
+    with uniform draw i guessed to decide position i at min(1, p(x_i)/q(x_i)).
+    """
+    if params.greedy:
+        raise ValueError("params.temperature must be > 0: greedy verification is not sampled")
+    logits = torch.as_tensor(target_logits).detach()
+    q = torch.as_tensor(draft_probs).detach().to(torch.float64)
+    ids = [int(t) for t in proposed]
+    if (
+        logits.dim() != 2
+        or q.dim() != 2
+        or logits.shape[0] != len(ids) + 1
+        or q.shape[0] != len(ids)
+    ):
+        raise ValueError(
+            "target_logits must have shape (k+1, V) and draft_probs (k, V) for k proposed tokens"
+        )
+    p = process_logits(logits, params)
+    guesses = {
+        i: min(1.0, float(p[i, x]) / float(q[i, x])) for i, x in enumerate(ids) if q[i, x] > 0
+    }
+    with _answering():
+        return enumerate_outcomes(lambda g: rule(logits, q, ids, params, g), guesses)
+
+
 @dataclass(frozen=True)
 class ResidualDecomposition:
     """The pieces of the residual rule for one draft position (all (V,) float64).

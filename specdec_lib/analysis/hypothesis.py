@@ -87,9 +87,12 @@ def first_tokens(
     q = torch.as_tensor(draft_probs).detach().to(torch.float64).reshape(1, -1)  # (1, V)
     drawn = q[0] if drawn_from is None else torch.as_tensor(drawn_from).to(torch.float64)
     generator = torch.Generator().manual_seed(seed)
+    cdf = drawn.cumsum(0)  # the proposal by inversion: one uniform, no O(V) draw per round
+    last = int(torch.nonzero(drawn > 0).max())
     tokens = np.empty(n, dtype=np.int64)
     for i in range(n):
-        x = int(torch.multinomial(drawn, 1, generator=generator))
+        u = float(torch.rand((), generator=generator, dtype=torch.float64)) * float(cdf[-1])
+        x = min(int(torch.searchsorted(cdf, u, right=True)), last)
         tokens[i] = rule(rows, q, [x], params, generator)[0][0]
     return tokens
 

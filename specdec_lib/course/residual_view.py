@@ -24,7 +24,7 @@ import torch
 from matplotlib.figure import Figure
 
 from specdec_lib.analysis.exact import residual_decomposition
-from specdec_lib.course.plotting import COLORS, INK, figure_png, legend_outside
+from specdec_lib.course.plotting import COLORS, INK, figure_png
 
 Pair = tuple[Sequence[float], Sequence[float]]
 
@@ -85,9 +85,26 @@ def plot_residual_rule(
         alpha=0.55,
         label="from the residual: max(0, p - q)",
     )
-    right.scatter(x, p, marker="_", s=900, color=INK, linewidths=2.5, label="p_target", zorder=3)
     right.scatter(
-        x, biased, marker="o", s=36, color=COLORS["rejected"], label="biased rule", zorder=4
+        x,
+        p,
+        marker="_",
+        s=900,
+        color=COLORS["target"],
+        linewidths=2.5,
+        label="p_target: what the stack must reach",
+        zorder=3,
+    )
+    right.scatter(
+        x,
+        biased,
+        marker="D",
+        s=36,
+        color=COLORS["highlight"],
+        edgecolors=INK,
+        linewidths=0.6,
+        label="biased rule",
+        zorder=4,
     )
     right.set_xlabel("token")
     right.set_ylabel("probability of being emitted")
@@ -97,13 +114,15 @@ def plot_residual_rule(
     )
     for ax in (left, right):
         ax.set_xticks(x, names)
-        legend_outside(ax)
     top = float(max(p.max(), q.max(), biased.max()))
     for ax in (left, right):
         ax.set_ylim(0, top * 1.45)
     if title:
         fig.suptitle(title, fontsize=12, fontweight="bold")
-    fig.tight_layout()
+    # One legend for both panels, under them: two per-panel legends would collide.
+    handles = [h for ax in (left, right) for h in ax.get_legend_handles_labels()[0]]
+    fig.legend(handles=handles, loc="lower center", ncols=3, bbox_to_anchor=(0.5, 0.0))
+    fig.tight_layout(rect=(0, 0.17, 1, 1))
     return fig
 
 
