@@ -27,6 +27,7 @@ from specdec_lib.analysis.hf_compare import (  # noqa: E402
     LeftmostNgramDrafter,
     export_hf,
     hf_config,
+    hf_generate,
     load_hf,
     topp_forbidden_ids,
 )
@@ -111,6 +112,24 @@ def test_cached_greedy_generation_agrees_with_the_course(pair):
         prompt_lookup_num_tokens=4,
     )
     assert pld[0, len(prompt) :].tolist() == ref
+
+
+def test_assisted_generation_counts_both_models_passes(tmp_path):
+    target, draft = tiny(True, 1), tiny(False, 2)
+    hf_target = load_hf(export_hf(target, tmp_path / "t"))
+    hf_draft = load_hf(export_hf(draft, tmp_path / "d"))
+    hf_draft.generation_config.num_assistant_tokens = 3
+    hf_draft.generation_config.assistant_confidence_threshold = 0.0
+    prompt = [1, 2, 3, 4]
+    out, passes, draft_passes = hf_generate(hf_target, prompt, 12, assistant_model=hf_draft)
+    stats = SpeculationStats()
+    ours = speculative_generate(target, DraftModelDrafter(draft), prompt, GREEDY, k=3, stats=stats)
+    assert out == ours == generate(target, prompt, GREEDY)
+    assert (passes, draft_passes) == (stats.target_passes, stats.draft_passes)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        hf_generate(hf_target, prompt, 0)
+    with pytest.raises(ValueError, match="prompt_token_ids"):
+        hf_generate(hf_target, [], 4)
 
 
 def test_forward_counter_counts_calls_and_detaches():

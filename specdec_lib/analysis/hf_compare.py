@@ -250,6 +250,41 @@ class ForwardCounter:
         self.close()
 
 
+def hf_generate(
+    model: torch.nn.Module,
+    prompt_token_ids: Sequence[int],
+    max_new_tokens: int,
+    assistant_model: torch.nn.Module | None = None,
+    **generate_kwargs: Any,
+) -> tuple[list[int], int, int]:
+    """``model.generate`` on one prompt: its new tokens, the model's and the assistant's
+    forward passes (each counted by a :class:`ForwardCounter`).
+
+    Greedy unless ``generate_kwargs`` says otherwise; no token ends generation early (the
+    exported configs name none), so exactly ``max_new_tokens`` come back.
+    """
+    check_int("max_new_tokens", max_new_tokens)
+    ids = check_ids("prompt_token_ids", prompt_token_ids, model.config.vocab_size)
+    if not ids:
+        raise ValueError("prompt_token_ids must contain at least 1 token, got an empty prompt")
+    x = torch.tensor([ids])
+    kwargs = {"do_sample": False, **generate_kwargs}
+    if assistant_model is not None:
+        kwargs["assistant_model"] = assistant_model
+    counted = [model] + ([assistant_model] if assistant_model is not None else [])
+    counters = [ForwardCounter(m) for m in counted]
+    try:
+        with torch.inference_mode():
+            out = model.generate(
+                x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens, **kwargs
+            )
+    finally:
+        for counter in counters:
+            counter.close()
+    new = out[0, len(ids) :].tolist()
+    return new, counters[0].calls, counters[1].calls if assistant_model is not None else 0
+
+
 class LeftmostNgramDrafter(NgramDrafter):
     """transformers' prompt lookup: the first occurrence from the left, not the latest.
 
