@@ -1,6 +1,6 @@
 """The distribution test, tested: its false-alarm and miss rates, against its promises.
 
-    OMP_NUM_THREADS=1 python benchmarks/distribution_test.py [--seeds 2000]
+    OMP_NUM_THREADS=1 python benchmarks/distribution_test.py [--seeds 10000]
         [--null-runs 10000] [--real-seeds 200] [--first-seed 100]
         [--sizes 100,200,300,500,750,1000,1500]
 
@@ -138,7 +138,7 @@ def textbook_false_alarms(p: torch.Tensor, n: int, runs: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=2000)
+    parser.add_argument("--seeds", type=int, default=10_000)
     parser.add_argument("--null-runs", type=int, default=10_000)
     parser.add_argument("--real-seeds", type=int, default=200)
     parser.add_argument("--real-max-size", type=int, default=300)

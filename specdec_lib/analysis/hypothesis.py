@@ -17,8 +17,8 @@ Monte-Carlo: the statistic is compared with :data:`NULL_SIMULATIONS` statistics 
 samples drawn from the target itself (multinomial over the pooled cells), because
 the textbook chi-square tail, with cells expected only 5 to 10 times, is too small
 at alpha = 1e-3 (measured: 1.1 to 1.3 times alpha). Its power is predicted from a
-noncentral chi-square matched to the statistic's cumulants under the alternative
-(:func:`chi_square_power`).
+noncentral chi-square matched to the statistic's exact mean and variance and to the
+shape of its normal approximation under the alternative (:func:`chi_square_power`).
 """
 
 from __future__ import annotations
@@ -288,10 +288,13 @@ def critical_value(
     return float(null[len(null) - 1 - above])
 
 
-def _noncentral_sf(x: float, cumulants: tuple[float, float, float, float]) -> float:
-    """P(Q > x) for a quadratic form Q with the given c1..c4 (Liu, Tang & Zhang 2009):
-    the noncentral chi-square whose skewness and kurtosis match Q's, shifted and scaled
-    to Q's mean and variance."""
+def _noncentral_sf(
+    x: float, cumulants: tuple[float, float, float, float], variance: float
+) -> float:
+    """P(Q > x) for a statistic Q with mean c1 and ``variance``, whose shape (skewness and
+    kurtosis, from c2..c4) is that of a quadratic form with cumulants c1..c4: the
+    noncentral chi-square of that shape (Liu, Tang & Zhang 2009), moved and scaled to
+    Q's mean and variance."""
     from scipy.stats import chi2, ncx2
 
     c1, c2, c3, c4 = cumulants
@@ -302,8 +305,26 @@ def _noncentral_sf(x: float, cumulants: tuple[float, float, float, float]) -> fl
         dof = a * a - 2 * delta
     else:
         a, delta, dof = 1 / s1, 0.0, 1 / (s1 * s1)
-    t = (x - c1) / math.sqrt(2 * c2) * math.sqrt(2) * a + dof + delta
+    t = (x - c1) / math.sqrt(variance) * math.sqrt(2) * a + dof + delta
     return float(ncx2.sf(t, dof, delta) if delta > 0 else chi2.sf(t, dof))
+
+
+def _pearson_variance(e: np.ndarray, pi: np.ndarray, n: int) -> float:
+    """Exact variance of Pearson's statistic over cells ``e`` for n multinomial draws from
+    ``pi``, from the factorial moments E[O_i^(r) O_j^(s)] = n^(r+s) pi_i^r pi_j^s (falling
+    powers): X^2 = sum O_i^2 / (n e_i) - n."""
+    w = 1 / (n * e)
+    n2, n3, n4 = n * (n - 1), n * (n - 1) * (n - 2), n * (n - 1) * (n - 2) * (n - 3)
+    mean_o2 = n2 * pi**2 + n * pi
+    mean_o4 = n4 * pi**4 + 6 * n3 * pi**3 + 7 * n2 * pi**2 + n * pi
+
+    def s(power: int, weight: int = 1) -> float:
+        return float((w**weight * pi**power).sum())
+
+    cross = (  # sum over i != j of w_i w_j E[O_i^2 O_j^2]
+        n4 * (s(2) ** 2 - s(4, 2)) + 2 * n3 * (s(2) * s(1) - s(3, 2)) + n2 * (s(1) ** 2 - s(2, 2))
+    )
+    return float((w**2 * mean_o4).sum()) + cross - float((w * mean_o2).sum()) ** 2
 
 
 def _pearson_cumulants(e: np.ndarray, pi: np.ndarray, n: int) -> tuple[float, float, float, float]:
@@ -341,7 +362,8 @@ def chi_square_power(
     (:func:`critical_value`). The textbook prediction (:func:`chi_square_power_local`)
     assumes the alternative moves the cell means but not their variances; a bug that
     doubles one cell and shrinks the rest changes both, so here the noncentral
-    chi-square is matched to the statistic's first four cumulants under ``p_alt``.
+    chi-square is matched to the statistic's exact mean and variance under ``p_alt``
+    and to the skewness and kurtosis of its normal approximation.
     """
     bins = pooled_bins(p_null, n, min_expected)
     alt = np.asarray(torch.as_tensor(p_alt, dtype=torch.float64))
@@ -350,7 +372,9 @@ def chi_square_power(
     e = pooled_probabilities(p_null, bins)
     pi = pooled_probabilities(torch.from_numpy(alt), bins)
     return _noncentral_sf(
-        critical_value(p_null, n, alpha, min_expected), _pearson_cumulants(e, pi, n)
+        critical_value(p_null, n, alpha, min_expected),
+        _pearson_cumulants(e, pi, n),
+        _pearson_variance(e, pi, n),
     )
 
 
