@@ -5,13 +5,10 @@ import random
 
 import pytest
 import torch
+from transformers import LogitsProcessorList, TopPLogitsWarper
+from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
-pytest.importorskip("transformers")
-
-from transformers import LogitsProcessorList, TopPLogitsWarper  # noqa: E402
-from transformers.generation.candidate_generator import PromptLookupCandidateGenerator  # noqa: E402
-
-from specdec_lib import (  # noqa: E402
+from specdec_lib import (
     DraftModelDrafter,
     ModelConfig,
     SamplingParams,
@@ -20,7 +17,7 @@ from specdec_lib import (  # noqa: E402
     generate,
     speculative_generate,
 )
-from specdec_lib.analysis.hf_compare import (  # noqa: E402
+from specdec_lib.analysis.hf_compare import (
     KEY_SMEAR_ATTENTION,
     ConfidenceStopDrafter,
     ForwardCounter,
