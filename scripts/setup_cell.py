@@ -42,14 +42,13 @@ def setup_source(root: Path = ROOT) -> str:
         "import sys\n"
         "\n"
         'if "google.colab" in sys.modules:\n'
-        '    if not os.path.isdir("/content/specdec-course"):\n'
-        "        subprocess.run(\n"
-        f'            ["git", "clone", "-q", "--depth", "1", "{url}", "/content/specdec-course"],\n'
-        "            check=True,\n"
-        "        )\n"
-        '    pip = [sys.executable, "-m", "pip", "install", "-q", "/content/specdec-course"]\n'
+        '    course = "/content/specdec-course"\n'
+        "    if not os.path.isdir(course):\n"
+        f'        url = "{url}"\n'
+        '        subprocess.run(["git", "clone", "-q", "--depth", "1", url, course], check=True)\n'
+        '    pip = [sys.executable, "-m", "pip", "install", "-q", f"{course}[course]"]\n'
         "    subprocess.run(pip, check=True)\n"
-        '    os.chdir("/content/specdec-course/chapters")  # benchmark results are read from here'
+        '    os.chdir(f"{course}/chapters")  # benchmark results are read from here'
     )
 
 
