@@ -7,9 +7,17 @@ the stored notebook (executed by scripts/execute_notebooks.py, like Jupyter,
 with history) does not, and the comparison fails on a difference no reader
 would see. Executing with history, as Jupyter does, removes the mismatch;
 nbval ignores execution counts, so nothing else changes.
+
+Each notebook kernel gets one thread (``OMP_NUM_THREADS=1``, inherited by the kernels
+nbval starts), as the course promises and as ``scripts/execute_notebooks.py`` stores
+the outputs. Without it, ``pytest -n 2`` runs two kernels of two threads each on two
+cores, and oversubscribed OpenMP threads slow cells by ten times or more (cells then
+hit nbval's 300-second timeout).
 """
 
 from __future__ import annotations
+
+import os
 
 from nbval.kernel import RunningKernel
 
@@ -21,3 +29,4 @@ def _execute_with_history(self, cell_input, allow_stdin=None):
 
 
 RunningKernel.execute_cell_input = _execute_with_history
+os.environ["OMP_NUM_THREADS"] = "1"
