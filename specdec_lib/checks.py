@@ -52,6 +52,8 @@ def check_ids(name: str, ids: object, vocab_size: int) -> list[int]:
     ):
         raise ValueError(f"{name} must be a sequence of token ids, got {type(ids).__name__}")
     values = ids.tolist() if hasattr(ids, "tolist") else list(ids)  # type: ignore[union-attr]
+    if not isinstance(values, list):  # a 0-d array or tensor: one number, not a sequence
+        raise ValueError(f"{name} must be a sequence of token ids, got a scalar {values!r}")
     if not all(type(t) is int for t in values):  # the common case, checked at C speed
         for t in values:
             if not _is_int(t):

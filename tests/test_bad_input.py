@@ -54,7 +54,10 @@ def test_other_sampling_parameters_name_themselves(kwargs, name):
         SamplingParams(**kwargs)
 
 
-@pytest.mark.parametrize("ids", ["65", b"65", [1.5], [True, 2], [[1, 2]], np.array([[1, 2]]), 7])
+@pytest.mark.parametrize(
+    "ids",
+    ["65", b"65", [1.5], [True, 2], [[1, 2]], np.array([[1, 2]]), 7, np.int64(7), torch.tensor(7)],
+)
 def test_token_ids_that_are_not_a_flat_sequence_of_integers_are_refused(ids):
     with pytest.raises(ValueError, match="ids"):
         check_ids("ids", ids, 100)
