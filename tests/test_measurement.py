@@ -12,6 +12,8 @@ from specdec_lib.analysis.provenance import busy_report, library_stamp, run_stam
 from specdec_lib.analysis.theory import CostAwareK
 from specdec_lib.analysis.timing import (
     Estimate,
+    Timing,
+    blocks_of,
     bootstrap_interval,
     interleaved,
     paired_speedup,
@@ -52,6 +54,39 @@ def test_interleaved_times_every_job_every_repeat_in_shuffled_order():
     timed = [order[4 + 4 * r : 8 + 4 * r] for r in range(5)]
     assert all(sorted(r) == list("abcd") for r in timed)
     assert len({tuple(r) for r in timed}) > 1  # the order changes between repeats
+
+
+def test_interleaved_runs_the_untimed_step_before_every_call_outside_the_clock():
+    log = []
+    jobs = {"a": lambda: log.append("a"), "b": lambda: log.append("b")}
+    out = interleaved(jobs, repeats=3, warmup=1, untimed={"a": lambda: time.sleep(0.02)})
+    assert log.count("a") == 4 and max(out["a"].wall) < 0.015  # the sleep is not timed
+    with pytest.raises(ValueError, match="untimed"):
+        interleaved(jobs, repeats=1, untimed={"c": lambda: None})
+
+
+def test_timing_holds_the_median_and_the_range_of_its_runs():
+    t = Timing.of([3.0, 1.0, 2.0])
+    assert (t.median, t.fastest, t.slowest, t.repeats) == (2.0, 1.0, 3.0, 3)
+    with pytest.raises(ValueError, match="seconds"):
+        Timing.of([])
+
+
+def test_blocks_of_cuts_repeats_into_contiguous_blocks():
+    assert blocks_of(7, 3) == [[0, 1], [2, 3], [4, 5, 6]]
+    assert blocks_of(4, 4) == [[0], [1], [2], [3]]
+    with pytest.raises(ValueError, match="blocks"):
+        blocks_of(4, 5)
+
+
+def test_a_paired_interval_over_blocks_carries_drift_between_blocks():
+    # the method's advantage drifts over the run: 2x in the first half, 3x in the second.
+    # Each half, alone, is exact; resampling halves as blocks must span both.
+    base = [[1.0] * 8 for _ in range(4)]
+    method = [[0.5] * 4 + [1 / 3] * 4 for _ in range(4)]
+    drift = paired_speedup(base, method, blocks=2)
+    assert drift.low == pytest.approx(2.0) and drift.high == pytest.approx(3.0)
+    assert drift.holds(2.5) and not drift.holds(3.5)
 
 
 def test_busy_report_flags_a_descheduled_run_and_passes_a_quiet_one():

@@ -1,23 +1,27 @@
-"""Timing, done one way everywhere: warm-up excluded, repeats interleaved, medians.
+"""Timing, done one way everywhere: one loop, warm-up excluded, repeats shuffled, medians.
 
-Every wall-clock figure in the course comes from here. A measurement on a shared machine
-is noisy, so: untimed warm-up calls first; repeats of the compared variants interleaved
-(so a burst of load hits them alike); the median reported with the range; and, for the
-ratio of two operations, the ratio of their fast runs (:func:`time_ratio`). Every result
-file is stamped (:mod:`specdec_lib.analysis.provenance`).
+Every wall-clock figure in the course comes from :func:`interleaved`, the only timing loop:
+untimed warm-up calls of every job first, then repeats in each of which every job runs
+once, in a freshly shuffled order (so a burst of load falls on the compared jobs alike
+instead of on whichever runs last), wall and CPU time recorded per job and repeat. The
+other timers are thin uses of it, and the statistics below read what it returns.
 
-* Every results file carries :func:`~specdec_lib.analysis.provenance.run_stamp` and
-  :func:`~specdec_lib.analysis.provenance.busy_report` (machine, code, load).
-* :func:`interleaved`: the benchmarks' timing loop: warm-up, then repeats of every
-  compared job in a freshly shuffled order, wall and CPU time per job and repeat.
-* :func:`bootstrap_interval`, :func:`paired_speedup`, :class:`Estimate`: medians with
-  bootstrap 95% intervals, and speed-ups resampled over prompts and repeats together.
-* :func:`time_median`, :class:`Timing`: repeated timing of one callable.
-* :func:`time_ratio`, :class:`Ratio`: one operation against another, interleaved.
-* :func:`decode_step`, :func:`proposal_call`: the operations
-  the cost model needs timed (a cached decode step, a drafter's proposal).
-* :func:`time_passes`: a KV-cached pass over T new positions, for several T.
-* :func:`time_batched_decoding`: plain batched decoding at several batch sizes.
+* :func:`interleaved`, :class:`JobTimes`: the loop and what it records per job.
+* :class:`Timing`, :func:`time_median`: median and range (fastest, slowest run) of one
+  callable's repeats.
+* :class:`Ratio`, :func:`time_ratio`: one operation against another, timed side by side.
+* :func:`time_passes`, :func:`time_batched_passes`: a KV-cached pass over T new positions
+  (for B sequences), for several T (and B); :func:`time_batched_decoding`: plain batched
+  decoding at several batch sizes. :func:`decode_step`, :func:`proposal_call`: single
+  operations the cost model needs timed.
+* :class:`Estimate`, :func:`bootstrap_interval`, :func:`paired_speedup`, :func:`blocks_of`:
+  point estimates with bootstrap 95% intervals. A comparison of two methods timed on the
+  same prompts in the same repeats is the paired interval of the ratio of their times,
+  resampling prompts and blocks of repeats (so slow drift of the machine is in it).
+* :func:`time_inside`, :func:`batch_time_parts`: one call split into time inside the
+  models' forward passes and the host's own work (forward hooks, not a loop).
+
+Every results file is stamped (:mod:`specdec_lib.analysis.provenance`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import statistics
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -36,135 +41,135 @@ from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
 
 
+class JobTimes(NamedTuple):
+    """One job's seconds per repeat, in the order the repeats ran."""
+
+    wall: list[float]
+    cpu: list[float]
+
+
 def interleaved(
     jobs: Mapping[Hashable, Callable[[], object]],
     repeats: int,
     seed: int = 0,
     warmup: int = 1,
     progress: Callable[[int], None] | None = None,
-) -> dict[Hashable, tuple[list[float], list[float]]]:
+    untimed: Mapping[Hashable, Callable[[], object]] | None = None,
+) -> dict[Hashable, JobTimes]:
     """Time every job ``repeats`` times, each repeat in a freshly shuffled order.
 
-    ``warmup`` untimed runs of every job come first. Shuffling makes a slow phase of
-    the machine fall on all jobs alike instead of on whichever runs last. Returns
-    ``{key: (wall seconds per repeat, CPU seconds per repeat)}``.
+    ``warmup`` untimed runs of every job come first. Shuffling makes a slow phase of the
+    machine fall on all jobs alike instead of on whichever runs last; since every repeat
+    runs the whole job list, consecutive repeats are spread over the run, and a block of
+    them (:func:`blocks_of`) samples one stretch of the machine's time. ``untimed[key]``,
+    if given, runs just before each timed call of ``jobs[key]`` (e.g. rolling a cache
+    back), outside the clock. ``progress(r)`` is called after repeat r (1-based).
     """
     if repeats < 1 or warmup < 0:
         raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
+    untimed = dict(untimed or {})
+    if not set(untimed) <= set(jobs):
+        raise ValueError(f"untimed must only hold keys of jobs, got {set(untimed) - set(jobs)}")
     keys = list(jobs)
     for _ in range(warmup):
         for key in keys:
+            if key in untimed:
+                untimed[key]()
             jobs[key]()
     shuffle = random.Random(seed)
-    out: dict[Hashable, tuple[list[float], list[float]]] = {key: ([], []) for key in keys}
+    out = {key: JobTimes([], []) for key in keys}
     for r in range(repeats):
         shuffle.shuffle(keys)
         for key in keys:
+            if key in untimed:
+                untimed[key]()
             t0, c0 = time.perf_counter(), time.process_time()
             jobs[key]()
-            out[key][0].append(time.perf_counter() - t0)
-            out[key][1].append(time.process_time() - c0)
+            out[key].wall.append(time.perf_counter() - t0)
+            out[key].cpu.append(time.process_time() - c0)
         if progress is not None:
             progress(r + 1)
     return out
 
 
 @dataclass(frozen=True)
-class Estimate:
-    """A point estimate with a bootstrap interval (``level``, 95% by default)."""
-
-    value: float
-    low: float
-    high: float
-    level: float = 0.95
-
-    def resolves(self, other: float) -> bool:
-        """Whether the interval excludes ``other`` (e.g. 1.0: "does it pay?")."""
-        return not self.low <= other <= self.high
-
-
-def _percentiles(samples: list[float], level: float) -> tuple[float, float]:
-    samples = sorted(samples)
-    tail = (1 - level) / 2
-    n = len(samples)
-    return samples[int(tail * (n - 1))], samples[int(round((1 - tail) * (n - 1)))]
-
-
-def bootstrap_interval(
-    values: Sequence[float],
-    statistic: Callable[[Sequence[float]], float] = statistics.median,
-    level: float = 0.95,
-    resamples: int = 2000,
-    seed: int = 0,
-) -> Estimate:
-    """``statistic`` of ``values`` with a percentile-bootstrap interval."""
-    values = list(values)
-    if not values:
-        raise ValueError("values must hold at least one number")
-    if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level}")
-    if resamples < 100:
-        raise ValueError(f"resamples must be >= 100, got {resamples}")
-    rng = random.Random(seed)
-    n = len(values)
-    boot = [statistic([values[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples)]
-    return Estimate(statistic(values), *_percentiles(boot, level), level)
-
-
-def paired_speedup(
-    base: Sequence[Sequence[float]],
-    method: Sequence[Sequence[float]],
-    level: float = 0.95,
-    resamples: int = 2000,
-    seed: int = 0,
-) -> Estimate:
-    """Speed-up of ``method`` over ``base``: total over prompts of each prompt's median
-    time over repeats, base / method. ``base[p][r]`` and ``method[p][r]`` are the times of
-    prompt p in repeat r.
-
-    The interval resamples prompts and repeats together (the same draws for both sides,
-    which were measured side by side), so it covers both the spread between prompts (a
-    different sample of prompts would give a different speed-up) and the timing noise.
-    """
-    n_p, n_r = len(base), len(base[0]) if base else 0
-    if n_p == 0 or n_r == 0 or len(method) != n_p or any(len(m) != n_r for m in method):
-        raise ValueError("base and method must be non-empty prompts x repeats tables of one shape")
-
-    def ratio(prompts: Sequence[int], reps: Sequence[int]) -> float:
-        b = sum(statistics.median(base[p][r] for r in reps) for p in prompts)
-        m = sum(statistics.median(method[p][r] for r in reps) for p in prompts)
-        return b / m
-
-    rng = random.Random(seed)
-    boot = [
-        ratio([rng.randrange(n_p) for _ in range(n_p)], [rng.randrange(n_r) for _ in range(n_r)])
-        for _ in range(resamples)
-    ]
-    return Estimate(ratio(range(n_p), range(n_r)), *_percentiles(boot, level), level)
-
-
-@dataclass(frozen=True)
 class Timing:
-    """Median and spread of repeated wall-clock measurements, in seconds."""
+    """Median of repeated wall-clock measurements with their range (the fastest and the
+    slowest run), in seconds. A range, not an interval: :class:`Estimate` holds those."""
 
     median: float
-    low: float
-    high: float
+    fastest: float
+    slowest: float
     repeats: int
+
+    @classmethod
+    def of(cls, seconds: Sequence[float]) -> Timing:
+        """The median and range of ``seconds`` (at least one)."""
+        if not seconds:
+            raise ValueError("seconds must hold at least one time")
+        return cls(statistics.median(seconds), min(seconds), max(seconds), len(seconds))
+
+    # Transitional: chapter 10 (cell 10-04) still reads the fastest run as ``.low``.
+    # Remove once it reads ``.fastest``.
+    @property
+    def low(self) -> float:
+        """Deprecated name of :attr:`fastest`."""
+        return self.fastest
 
 
 def time_median(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> Timing:
-    """Run ``fn`` ``warmup`` times untimed, then ``repeats`` times; report the median and range."""
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return Timing(statistics.median(times), min(times), max(times), repeats)
+    """Run ``fn`` ``warmup`` times untimed, then ``repeats`` times; its median and range."""
+    return Timing.of(interleaved({"fn": fn}, repeats, warmup=warmup)["fn"].wall)
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """time(numerator) / time(denominator), from repeats timed side by side.
+
+    ``ratio`` divides the ``quantile`` times of the two sides (their fast runs);
+    ``median_ratio`` divides their medians. ``numerator`` and ``denominator`` are the
+    two sides' ``quantile`` times, in seconds.
+    """
+
+    ratio: float
+    median_ratio: float
+    quantile: float
+    numerator: float
+    denominator: float
+    repeats: int
+
+
+def time_ratio(
+    numerator: Callable[[], object],
+    denominator: Callable[[], object],
+    repeats: int = 100,
+    warmup: int = 5,
+    quantile: float = 0.1,
+) -> Ratio:
+    """How long ``numerator`` takes relative to ``denominator``, robust to a busy machine.
+
+    The two run in every repeat, in a shuffled order, so both see the same conditions.
+    The ratio is taken between their fast runs (the ``quantile``, 10% by default), not
+    their medians: when other processes compete for the cores, the scheduler interrupts
+    a longer operation more often than a shorter one, so the medians measure the
+    machine's load as much as the code, and their ratio is biased towards the shorter
+    side. On an idle machine the two ratios agree; ``median_ratio`` is returned too.
+    """
+    if repeats < 10:
+        raise ValueError(f"repeats must be >= 10, got {repeats}")
+    if not 0 < quantile <= 0.5:
+        raise ValueError(f"quantile must lie in (0, 0.5], got {quantile}")
+    timed = interleaved({"top": numerator, "bottom": denominator}, repeats, warmup=warmup)
+    tops, bottoms = sorted(timed["top"].wall), sorted(timed["bottom"].wall)
+    j = int(quantile * (repeats - 1))
+    return Ratio(
+        ratio=tops[j] / bottoms[j],
+        median_ratio=statistics.median(tops) / statistics.median(bottoms),
+        quantile=quantile,
+        numerator=tops[j],
+        denominator=bottoms[j],
+        repeats=repeats,
+    )
 
 
 def _context(length: int, vocab_size: int, seed: int) -> torch.Tensor:
@@ -209,71 +214,38 @@ def proposal_call(
     return one_call
 
 
-@dataclass(frozen=True)
-class Ratio:
-    """time(numerator) / time(denominator), from interleaved repeats.
-
-    ``ratio`` divides the ``quantile`` times of the two sides (the fast runs);
-    ``median_ratio`` divides their medians. Times are in seconds.
-    """
-
-    ratio: float
-    median_ratio: float
-    quantile: float
-    numerator: float
-    denominator: float
-    repeats: int
-
-
-def time_ratio(
-    numerator: Callable[[], object],
-    denominator: Callable[[], object],
-    repeats: int = 100,
-    warmup: int = 5,
-    quantile: float = 0.1,
-) -> Ratio:
-    """How long ``numerator`` takes relative to ``denominator``, robust to a busy machine.
-
-    The two run back to back, alternating which goes first, so both see the
-    same conditions. The ratio is taken between their fast runs (the
-    ``quantile``, 10% by default), not their medians: when other processes
-    compete for the cores, the scheduler interrupts a longer operation more
-    often than a shorter one, so the medians measure the machine's load as much
-    as the code, and their ratio is biased towards the shorter side. On an idle
-    machine the two ratios agree; ``median_ratio`` is returned for comparison.
-    """
-    if repeats < 10:
-        raise ValueError(f"repeats must be >= 10, got {repeats}")
-    if not 0 < quantile <= 0.5:
-        raise ValueError(f"quantile must lie in (0, 0.5], got {quantile}")
-    for _ in range(warmup):
-        numerator()
-        denominator()
-    tops, bottoms = [], []
-    for i in range(repeats):
-        pair = (numerator, denominator) if i % 2 == 0 else (denominator, numerator)
-        t0 = time.perf_counter()
-        pair[0]()
-        t1 = time.perf_counter()
-        pair[1]()
-        t2 = time.perf_counter()
-        top, bottom = (t1 - t0, t2 - t1) if i % 2 == 0 else (t2 - t1, t1 - t0)
-        tops.append(top)
-        bottoms.append(bottom)
-    tops.sort()
-    bottoms.sort()
-    j = int(quantile * (repeats - 1))
-    return Ratio(
-        ratio=tops[j] / bottoms[j],
-        median_ratio=statistics.median(tops) / statistics.median(bottoms),
-        quantile=quantile,
-        numerator=tops[j],
-        denominator=bottoms[j],
-        repeats=repeats,
-    )
-
-
 @torch.inference_mode()
+def _time_cached_passes(
+    model: TinyGPT,
+    new: Mapping[Hashable, torch.Tensor],
+    context: torch.Tensor,
+    repeats: int,
+    warmup: int,
+    seed: int,
+) -> dict[Hashable, Timing]:
+    """Time one pass of each ``new[key]`` (B x T tokens) after ``context`` (one row, the
+    same for every sequence) in a cache of B sequences, with :func:`interleaved`; the cache
+    is rolled back to the context, untimed, before every pass."""
+    caches = {}
+    for b in sorted({int(t.shape[0]) for t in new.values()}):
+        caches[b] = model.new_cache(b)
+        model(context.expand(b, -1), caches[b])
+    n = context.shape[1]
+
+    def run(key: Hashable) -> Callable[[], object]:
+        cache, tokens = caches[int(new[key].shape[0])], new[key]
+        return lambda: model(tokens, cache)  # inside this function's inference mode
+
+    def crop(key: Hashable) -> Callable[[], object]:
+        cache = caches[int(new[key].shape[0])]
+        return lambda: cache.crop(n)
+
+    timed = interleaved(
+        {k: run(k) for k in new}, repeats, seed, warmup, untimed={k: crop(k) for k in new}
+    )
+    return {k: Timing.of(t.wall) for k, t in timed.items()}
+
+
 def time_passes(
     model: TinyGPT,
     positions: Sequence[int],
@@ -282,7 +254,8 @@ def time_passes(
     warmup: int = 3,
     seed: int = 0,
 ) -> dict[int, Timing]:
-    """Median wall time of one KV-cached forward pass of ``T`` new positions, for each T.
+    """Median and range of the wall time of one KV-cached forward pass of ``T`` new
+    positions, for each T, timed with :func:`interleaved`.
 
     The cache holds ``context_len`` tokens (random token ids from ``seed``: the
     cost of a pass does not depend on which tokens they are). Returns
@@ -302,25 +275,34 @@ def time_passes(
     vocab = model.config.vocab_size
     context = torch.randint(0, vocab, (1, context_len), generator=gen)
     new = {t: torch.randint(0, vocab, (1, t), generator=gen) for t in positions}
-    cache = model.new_cache(1)
-    model(context, cache)
+    return _time_cached_passes(model, new, context, repeats, warmup, seed)
 
-    def one_pass(t: int) -> float:
-        cache.crop(context_len)
-        start = time.perf_counter()
-        model(new[t], cache)
-        return time.perf_counter() - start
 
-    order = list(positions)
-    shuffle = random.Random(seed)
-    times: dict[int, list[float]] = {t: [] for t in positions}
-    for rep in range(warmup + repeats):
-        shuffle.shuffle(order)
-        for t in order:
-            elapsed = one_pass(t)
-            if rep >= warmup:
-                times[t].append(elapsed)
-    return {t: Timing(statistics.median(ts), min(ts), max(ts), len(ts)) for t, ts in times.items()}
+def time_batched_passes(
+    model: TinyGPT,
+    cells: Sequence[tuple[int, int]],
+    context: Sequence[int],
+    repeats: int = 15,
+    warmup: int = 3,
+) -> dict[tuple[int, int], Timing]:
+    """Median and range of the wall time of one KV-cached pass over ``T`` new positions
+    for each of ``B`` sequences, for every ``(B, T)`` in ``cells``, each sequence's cache
+    holding ``context``; the cells timed with :func:`interleaved`. Returns
+    ``{(B, T): Timing}`` in seconds.
+    """
+    cells = [(int(b), int(t)) for b, t in cells]
+    if not cells or min(min(c) for c in cells) < 1:
+        raise ValueError(f"cells must be a non-empty list of (B, T) with B, T >= 1, got {cells}")
+    ctx = list(context)
+    if not ctx or len(ctx) + max(t for _, t in cells) > model.config.block_size:
+        raise ValueError(
+            f"context must be non-empty with len(context) + max T <= block_size="
+            f"{model.config.block_size}, got {len(ctx)}"
+        )
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
+    new = {(b, t): torch.tensor([ctx[-t:]] * b) for b, t in cells}
+    return _time_cached_passes(model, new, torch.tensor([ctx]), repeats, warmup, 0)
 
 
 def time_batched_decoding(
@@ -331,7 +313,8 @@ def time_batched_decoding(
     repeats: int = 3,
     warmup: int = 1,
 ) -> dict[int, Timing]:
-    """Wall time of plain greedy batched decoding of ``n_tokens`` for B copies of one prompt.
+    """Wall time of plain greedy batched decoding of ``n_tokens`` for B copies of one prompt,
+    the batch sizes timed with :func:`interleaved`.
 
     Every request in the batch is the same prompt, so each batch does the same
     work per request and only the batch size varies. Returns ``{B: Timing}``
@@ -340,10 +323,111 @@ def time_batched_decoding(
     """
     params = SamplingParams(temperature=0.0, max_tokens=n_tokens)
     ids = list(prompt_ids)
-    return {
-        b: time_median(lambda b=b: generate_batch(model, [ids] * b, params), repeats, warmup)
-        for b in batch_sizes
-    }
+    jobs = {int(b): (lambda b=b: generate_batch(model, [ids] * b, params)) for b in batch_sizes}
+    return {b: Timing.of(t.wall) for b, t in interleaved(jobs, repeats, warmup=warmup).items()}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate ``value`` with a bootstrap interval [``low``, ``high``] at
+    ``level`` (95% by default)."""
+
+    value: float
+    low: float
+    high: float
+    level: float = 0.95
+
+    def resolves(self, other: float) -> bool:
+        """Whether the interval excludes ``other`` (e.g. 1.0: "does it pay?")."""
+        return not self.low <= other <= self.high
+
+    def holds(self, other: float) -> bool:
+        """Whether the interval contains ``other`` (e.g. a rerun's point estimate)."""
+        return self.low <= other <= self.high
+
+
+def _percentiles(samples: list[float], level: float) -> tuple[float, float]:
+    samples = sorted(samples)
+    tail = (1 - level) / 2
+    n = len(samples)
+    return samples[int(tail * (n - 1))], samples[int(round((1 - tail) * (n - 1)))]
+
+
+def _check_bootstrap(level: float, resamples: int) -> None:
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    if resamples < 100:
+        raise ValueError(f"resamples must be >= 100, got {resamples}")
+
+
+def bootstrap_interval(
+    values: Sequence[float],
+    statistic: Callable[[Sequence[float]], float] = statistics.median,
+    level: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Estimate:
+    """``statistic`` of ``values`` with a percentile-bootstrap interval."""
+    values = list(values)
+    if not values:
+        raise ValueError("values must hold at least one number")
+    _check_bootstrap(level, resamples)
+    rng = random.Random(seed)
+    n = len(values)
+    boot = [statistic([values[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples)]
+    return Estimate(statistic(values), *_percentiles(boot, level), level)
+
+
+def blocks_of(repeats: int, blocks: int) -> list[list[int]]:
+    """Repeat indices 0..repeats-1 cut into ``blocks`` contiguous blocks of near-equal size.
+
+    Repeats that ran close together share a block; since every repeat of
+    :func:`interleaved` runs the whole job list, blocks lie far apart in time.
+    """
+    if not 1 <= blocks <= repeats:
+        raise ValueError(f"blocks must lie in [1, repeats={repeats}], got {blocks}")
+    return [list(range(b * repeats // blocks, (b + 1) * repeats // blocks)) for b in range(blocks)]
+
+
+def paired_speedup(
+    base: Sequence[Sequence[float]],
+    method: Sequence[Sequence[float]],
+    level: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+    blocks: int | None = None,
+) -> Estimate:
+    """How many times faster ``method`` ran than ``base``, with a paired bootstrap interval.
+
+    ``base[p][r]`` and ``method[p][r]`` are the seconds of prompt p in repeat r, timed in
+    the same repeats (:func:`interleaved`). The value is the total over prompts of each
+    prompt's median over repeats, base / method. Any two methods compare this way:
+    ``paired_speedup(times_b, times_a)`` > 1 says A ran faster than B.
+
+    The interval resamples prompts and blocks of repeats (:func:`blocks_of`; ``blocks=None``
+    makes every repeat its own block), the same draws for both sides, which were measured
+    side by side. So it covers the spread between prompts (a different sample of prompts
+    would give a different speed-up), the timing noise, and the machine's drift between
+    blocks spread over the run.
+    """
+    n_p, n_r = len(base), len(base[0]) if base else 0
+    if n_r == 0 or len(method) != n_p or any(len(t) != n_r for t in [*base, *method]):
+        raise ValueError("base and method must be non-empty prompts x repeats tables of one shape")
+    _check_bootstrap(level, resamples)
+    groups = blocks_of(n_r, n_r if blocks is None else blocks)
+
+    def ratio(prompts: Sequence[int], reps: Sequence[int]) -> float:
+        b = sum(statistics.median(base[p][r] for r in reps) for p in prompts)
+        m = sum(statistics.median(method[p][r] for r in reps) for p in prompts)
+        return b / m
+
+    rng = random.Random(seed)
+    boot = []
+    for _ in range(resamples):
+        prompts = [rng.randrange(n_p) for _ in range(n_p)]
+        reps = [r for _ in groups for r in groups[rng.randrange(len(groups))]]
+        boot.append(ratio(prompts, reps))
+    return Estimate(ratio(range(n_p), range(n_r)), *_percentiles(boot, level), level)
 
 
 def time_inside(
@@ -382,55 +466,6 @@ def time_inside(
         for h in handles:
             h.remove()
     return wall, inside[0]
-
-
-@torch.inference_mode()
-def time_batched_passes(
-    model: TinyGPT,
-    cells: Sequence[tuple[int, int]],
-    context: Sequence[int],
-    repeats: int = 15,
-    warmup: int = 3,
-) -> dict[tuple[int, int], Timing]:
-    """Median wall time of one KV-cached pass over ``T`` new positions for each of ``B``
-    sequences, for every ``(B, T)`` in ``cells``, each sequence's cache holding ``context``.
-
-    The cells are timed in a freshly shuffled order in every repeat, so a slow phase of a
-    shared machine falls on all of them alike. Returns ``{(B, T): Timing}`` in seconds.
-    """
-    cells = [(int(b), int(t)) for b, t in cells]
-    if not cells or min(min(c) for c in cells) < 1:
-        raise ValueError(f"cells must be a non-empty list of (B, T) with B, T >= 1, got {cells}")
-    ctx = list(context)
-    if not ctx or len(ctx) + max(t for _, t in cells) > model.config.block_size:
-        raise ValueError(
-            f"context must be non-empty with len(context) + max T <= block_size="
-            f"{model.config.block_size}, got {len(ctx)}"
-        )
-    if repeats < 1 or warmup < 0:
-        raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
-    caches = {}
-    for b in sorted({b for b, _ in cells}):
-        caches[b] = model.new_cache(b)
-        model(torch.tensor([ctx] * b), caches[b])
-    new = {(b, t): torch.tensor([ctx[-t:]] * b) for b, t in cells}
-
-    def one_pass(cell: tuple[int, int]) -> float:
-        cache = caches[cell[0]]
-        cache.crop(len(ctx))
-        start = time.perf_counter()
-        model(new[cell], cache)
-        return time.perf_counter() - start
-
-    order, shuffle = list(cells), random.Random(0)
-    times: dict[tuple[int, int], list[float]] = {c: [] for c in cells}
-    for rep in range(warmup + repeats):
-        shuffle.shuffle(order)
-        for cell in order:
-            elapsed = one_pass(cell)
-            if rep >= warmup:
-                times[cell].append(elapsed)
-    return {c: Timing(statistics.median(ts), min(ts), max(ts), len(ts)) for c, ts in times.items()}
 
 
 def batch_time_parts(model: TinyGPT, fn: Callable[[], object]) -> dict[str, float]:
