@@ -1,55 +1,28 @@
-"""Wall-clock speed-up of KV-cached speculative decoding over KV-cached plain greedy decoding,
-with 95% intervals, and the cost model's prediction beside every measurement.
+"""Wall-clock speed-up of KV-cached speculative decoding over KV-cached plain decoding, with
+paired 95% intervals, and the cost model's prediction beside every measurement.
 
-    python benchmarks/wall_clock.py [--prompts 12] [--tokens 64] [--repeats 7] [--threads 1]
-        [--ngram-ks 1,2,3,4,7,8,12,16] [--draft-ks 1,2,3,4,6,8] [--seed 2026] [--strict]
-        [--out benchmarks/results/wall_clock.json]
+    python benchmarks/wall_clock.py [--prompts 12] [--tokens 64] [--repeats 8] [--blocks 4]
+        [--ngram-ks 1,2,3,4,7,8,12,16] [--draft-ks 1,2,3,4,6,8] [--threads 1] [--seed 2026]
+        [--strict] [--out benchmarks/results/wall_clock.json]
     python benchmarks/wall_clock.py --counts-only   # untimed: round logs only
+    python benchmarks/wall_clock.py --small --out /tmp/wall.json   # a one-minute check
 
-Batch one, CPU, three scenarios: "copy" and "novel" decoded greedily, and "novel T=1"
-decoded by sampling at temperature 1. In both novel scenarios the target's continuation
-stays in its note and never repeats a content word (``benchmarks/novel_workload.py``
-measures that), so a drafter that copies finds little there. Every method decodes the same
-prompts; one timed unit is one request (prefill plus ``--tokens`` new tokens). Greedy
-outputs must equal plain greedy decoding's or the script stops; a sampled request is
-seeded per prompt, so its repeats retrace the same path and only the timing varies.
+Batch one, CPU; scenarios "copy" and "novel" greedy, "novel T=1" sampled (seeded per
+prompt). Every :class:`Method` (plain; each drafter at fixed k, +2/-1 from k = 4, and
+``CostAwareK`` from k = 16) decodes the same prompts, one request per timed unit; greedy
+outputs must equal plain decoding's or the script stops.
 
-Timing discipline (:mod:`specdec_lib.analysis.timing`): one untimed warm-up of every
-(prompt, method) pair, then ``--repeats`` rounds each timing every pair once in a freshly
-shuffled order. A method's speed-up is the total over prompts of each prompt's median
-time, plain / method, with a bootstrap 95% interval resampling prompts and repeats
-together. The run is stamped with the machine, the commit and the weights, and checked
-for load (:func:`~specdec_lib.analysis.provenance.busy_report`); ``--strict`` refuses to
-write results from a busy machine.
-
-Methods: the n-gram drafter and the draft model at fixed k; Hugging Face's +2/-1 schedule
-(``AdaptiveK``, started at k = 4); and the cost model's own choice of k each round
-(``CostAwareK``, started at k = 16), built from the unit costs measured first.
-
-The cost model. Unit costs are measured by the same discipline before the timed runs: a
-target pass over T new positions after a cache of typical length (a straight line in T,
-:func:`~specdec_lib.analysis.costs.fit_pass_cost`), a draft-model pass, an n-gram
-lookup, and each prompt's prefill. From the counts a method actually produced (each
-round's proposal length, its draft passes) they predict each request's time:
-
-    plain:       prefill(L) + (N - 1) * t(1)
-    speculative: prefill(L + m_1) + sum over later rounds of t(m_r + 1)
-                 + draft passes * t_draft + rounds * t_lookup
-
-and so the speed-up, which is set beside the measured one. The textbook prediction
-S(α, k) = E(α, k) / (k c + lookup + v_k) (:func:`~specdec_lib.analysis.theory.expected_speedup`,
-one α, no prefill) is recorded too, to show what each simplification costs.
-Writes ``--out`` (JSON) and prints tables. Besides the rows it stores every timing
-(``times``: scenario -> method -> prompt -> repeats), so that two methods can be compared by
-the paired interval of their ratio (which is how the summary decides which ks the best
-fixed k is not resolved from), each request's round log (``request_logs``), so that unit
-costs measured in one run can predict another run's times out of sample, and the number
-of distinct continuations per scenario (the texts a bootstrap over prompts resamples).
-
-``--counts-only`` times nothing: it decodes every scenario with every method whose counts
-do not depend on measured unit costs (fixed k and +2/-1) and writes the round logs to
-``benchmarks/results/wall_clock_counts.json``; decoding is deterministic (greedy, or
-seeded per prompt), so these are the counts of every timed run of the same settings.
+Timing (:func:`~specdec_lib.analysis.timing.interleaved`): a warm-up, then ``--repeats``
+rounds each running every (prompt, method) once in a freshly shuffled order, so rounds are
+spread over the run. Every comparison is a paired interval
+(:func:`~specdec_lib.analysis.timing.paired_speedup`, prompts and ``--blocks`` blocks of
+rounds resampled): each method against plain (the rows), each fixed k and adaptive policy
+against the best fixed k (``summary``), the n-gram drafter's best against the draft
+model's (``ngram_over_draft``). The unit costs
+(:func:`~specdec_lib.analysis.costs.measure_unit_costs`, stored as ``unit_costs``) predict
+each row from its round logs, beside the textbook S(α, k). Every timing (``times``:
+scenario -> method -> prompt -> repeats) and round log (``request_logs``) is stored.
+``--counts-only`` writes the fixed-k and +2/-1 round logs to wall_clock_counts.json.
 """
 
 from __future__ import annotations
@@ -59,511 +32,264 @@ import json
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from specdec_lib import (
-    DraftModelDrafter,
-    NgramDrafter,
-    SamplingParams,
-    SpeculationStats,
-    Tokenizer,
-    generate,
-    load_model,
-    speculative_generate,
-    workload_prompts,
-)
-from specdec_lib.analysis.costs import UnitCosts, fit_pass_cost
+from specdec_lib import DraftModelDrafter, NgramDrafter, Tokenizer, load_model, workload_prompts
+from specdec_lib.analysis.costs import UnitCosts, measure_unit_costs, predicted_speedup, request_log
 from specdec_lib.analysis.provenance import busy_report, run_stamp
+from specdec_lib.analysis.replication import best_fixed_k, drafter_comparison
 from specdec_lib.analysis.results import save_result
 from specdec_lib.analysis.theory import CostAwareK, estimate_alpha, expected_speedup
-from specdec_lib.analysis.timing import interleaved, paired_speedup, time_inside, time_passes
-from specdec_lib.engine.generate import AdaptiveK
+from specdec_lib.analysis.timing import all_times, interleaved, paired_speedup, print_progress
+from specdec_lib.engine.generate import AdaptiveK, SpeculationStats, generate, speculative_generate
+from specdec_lib.engine.sampling import SamplingParams
 
 OUT = Path(__file__).parent / "results" / "wall_clock.json"
 COUNTS_OUT = Path(__file__).parent / "results" / "wall_clock_counts.json"
-MAX_K = 16
-HF_START = 4
-
-
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x]
-
-
-def unit_costs(target, draft, prompts: list[list[int]], tokens: int, repeats: int):
-    """Seconds of each operation the cost model charges, measured with interleaved repeats:
-    the model (:class:`UnitCosts`) and its figures for the results file."""
-    context = int(statistics.median(len(p) for p in prompts)) + tokens // 2
-    sizes = list(range(1, MAX_K + 2))
-    passes = time_passes(target, sizes, context, repeats=repeats)
-    target_fit = fit_pass_cost(passes)
-    lookup_context = prompts[0] + prompts[1][: tokens // 2]
-    ngram = NgramDrafter()
-    params = SamplingParams(max_tokens=tokens)
-
-    def prefill(ids: list[int]):
-        def run() -> None:
-            with torch.inference_mode():
-                target(torch.tensor([ids]), target.new_cache(1))
-
-        return run
-
-    jobs = {("lookup",): lambda: ngram.propose(lookup_context, 8, params)}
-    lengths = sorted({len(p) + m for p in prompts for m in (0, 1, 2, 4, 8, 16)})
-    jobs.update({("prefill", n): prefill(lookup_context[:1] * n) for n in lengths})
-    timed = interleaved(jobs, repeats=repeats, warmup=2)
-    lookup = statistics.median(timed["lookup",][0])
-    host = host_costs(target, draft, prompts, params, lookup, repeats=5)
-    # A one-position pass inside the decoding loop: faster than the line through 1..17
-    # positions says (matrix-vector products, and caches warm from the previous step).
-    one = host.pop("single_pass")
-    draft_pass = host.pop("draft_single_pass")  # likewise, timed inside the drafting loop
-    model = UnitCosts(
-        pass_fit=target_fit,
-        draft_pass=draft_pass,
-        lookup=lookup,
-        prefill={n: statistics.median(timed["prefill", n][0]) for n in lengths},
-        single_pass=one,
-        **host,
-    )
-    return model, {
-        **{f"{k}_s": v for k, v in host.items()},
-        "context": context,
-        "target_pass_fixed_s": target_fit.fixed,
-        "target_pass_per_position_s": target_fit.per_position,
-        "target_pass_s": one,
-        "target_pass_isolated_s": passes[1].median,
-        "draft_pass_s": draft_pass,
-        "lookup_s": statistics.median(timed["lookup",][0]),
-        "prefill_s": {str(n): statistics.median(timed["prefill", n][0]) for n in lengths},
-        "c_draft": draft_pass / one,
-        "c_lookup": statistics.median(timed["lookup",][0]) / one,
-        "verify_cost": {str(k): target_fit.predict(k + 1) / one for k in range(1, MAX_K + 1)},
-    }
-
-
-def host_costs(target, draft, prompts, params, lookup: float, repeats: int) -> dict[str, float]:
-    """Seconds outside any forward pass: per plain step, per speculation round, per
-    drafted token of the draft model; and one-position passes of the target and of the
-    draft model, timed where plain decoding and drafting run them. Measured with forward
-    hooks (:func:`time_inside`) on requests of each kind; each a median over prompts and
-    repeats."""
-    steps, rounds, drafted, single, draft_single = [], [], [], [], []
-    for _ in range(repeats):
-        for ids in prompts:
-            calls: list[tuple[int, float]] = []
-            fn = lambda ids=ids: generate(target, ids, params)  # noqa: E731
-            wall, inside = time_inside([target], fn, calls)
-            steps.append((wall - inside) / params.max_tokens)
-            single.extend(t for n, t in calls if n == 1)
-            s = SpeculationStats()
-            fn = lambda ids=ids, s=s: speculative_generate(  # noqa: E731
-                target, NgramDrafter(), ids, params, k=4, stats=s
-            )
-            wall, inside = time_inside([target], fn)
-            per_round = (wall - inside - s.rounds * lookup) / s.rounds
-            rounds.append(per_round)
-            s = SpeculationStats()
-            fn = lambda ids=ids, s=s: speculative_generate(  # noqa: E731
-                target, DraftModelDrafter(draft), ids, params, k=4, stats=s
-            )
-            draft_calls: list[tuple[int, float]] = []
-            wall, inside = time_inside([draft, target], fn, draft_calls)
-            draft_single.extend(t for n, t in draft_calls if n == 1)
-            drafted.append((wall - inside - s.rounds * per_round) / s.draft_passes)
-    return {
-        "single_pass": statistics.median(single),
-        "draft_single_pass": statistics.median(draft_single),
-        "host_step": statistics.median(steps),
-        "host_round": statistics.median(rounds),
-        "host_draft_step": statistics.median(drafted),
-    }
-
-
-def make_methods(draft, ngram_ks, draft_ks, units) -> dict[str, dict]:
-    """name -> how to run it: drafter factory, first k, adaptive policy."""
-    verify = lambda k: units["verify_cost"][str(k)]  # noqa: E731
-    drafters = {"ngram": (NgramDrafter, ngram_ks, 0.0, units["c_lookup"])}
-    drafters["draft"] = (lambda: DraftModelDrafter(draft), draft_ks, units["c_draft"], 0.0)
-    methods: dict[str, dict] = {"plain": {"drafter": None}}
-    for d, (make, ks, c, lookup) in drafters.items():
-        for k in ks:
-            methods[f"{d} k={k}"] = {"drafter": d, "make": make, "k": k}
-        methods[f"{d} +2/-1"] = {
-            "drafter": d,
-            "make": make,
-            "k": HF_START,
-            "adaptive": AdaptiveK(1, MAX_K),
-        }
-        policy = CostAwareK(c=c, verify_cost=verify, lookup=lookup, max_k=MAX_K)
-        methods[f"{d} cost-aware"] = {"drafter": d, "make": make, "k": MAX_K, "adaptive": policy}
-    return methods
-
-
+MAX_K, HF_START = 16, 4
 SCENARIOS = {"copy": ("copy", 0.0), "novel": ("novel", 0.0), "novel T=1": ("novel", 1.0)}
+ADAPTIVE = {
+    "+2/-1": {"start": HF_START, "min_k": 1, "max_k": MAX_K},
+    "cost-aware": {"start": MAX_K, "min_k": 1, "max_k": MAX_K},
+}
+SMALL = {"prompts": 3, "tokens": 16, "repeats": 4, "blocks": 2, "ngram_ks": [1, 4], "draft_ks": [2]}
 
 
-def run(target, method: dict, ids: list[int], params, seed: int, stats=None) -> list[int]:
-    """One request; a sampled one draws from a generator seeded by ``seed``."""
-    gen = None if params.greedy else torch.Generator().manual_seed(seed)
-    if method["drafter"] is None:
-        return generate(target, ids, params, gen)
-    return speculative_generate(
-        target,
-        method["make"](),
-        ids,
-        params,
-        k=method["k"],
-        generator=gen,
-        stats=stats,
-        adaptive_k=method.get("adaptive"),
-    )
+@dataclass(frozen=True)
+class Method:
+    """One way to decode a request: ``drafter`` is "none" (plain), "ngram" or "draft";
+    ``k`` the fixed or first draft length; ``policy`` the adaptive-k policy, if any."""
+
+    name: str
+    drafter: str
+    k: int | None = None
+    policy: object | None = None
+
+    @property
+    def adaptive(self) -> bool:
+        return self.policy is not None
+
+    def run(self, models, ids, params, seed, stats=None) -> list[int]:
+        """One request; a sampled one draws from a generator seeded by ``seed``."""
+        gen = None if params.greedy else torch.Generator().manual_seed(seed)
+        target, draft = models
+        if self.drafter == "none":
+            return generate(target, ids, params, gen)
+        drafter = NgramDrafter() if self.drafter == "ngram" else DraftModelDrafter(draft)
+        options = {"generator": gen, "stats": stats, "adaptive_k": self.policy}
+        return speculative_generate(target, drafter, ids, params, k=self.k, **options)
 
 
-def request_log(stats: SpeculationStats) -> dict:
-    """What the cost model needs of one request: each round's proposal length and k, its
-    draft passes, and what it emitted (so a prediction can be redone from any unit costs)."""
+def make_methods(ngram_ks, draft_ks, costs: UnitCosts | None) -> list[Method]:
+    """Plain, every fixed k, +2/-1 and (given measured ``costs``) cost-aware, per drafter."""
+    out = [Method("plain", "none")]
+    for d, ks in (("ngram", ngram_ks), ("draft", draft_ks)):
+        out += [Method(f"{d} k={k}", d, k) for k in ks]
+        out.append(Method(f"{d} +2/-1", d, HF_START, AdaptiveK(1, MAX_K)))
+        if costs is not None:
+            c, lookup = (0.0, costs.c_lookup) if d == "ngram" else (costs.c_draft, 0.0)
+            policy = CostAwareK(c=c, verify_cost=costs.verify_cost, lookup=lookup, max_k=MAX_K)
+            out.append(Method(f"{d} cost-aware", d, MAX_K, policy))
+    return out
+
+
+def scenarios(prompts_of: dict, tokens: int) -> dict[str, tuple[list, SamplingParams]]:
+    """Each scenario's prompts and sampling parameters."""
     return {
-        "proposal_lengths": [len(r.proposed) for r in stats.log],
-        "accepted": [r.n_accepted for r in stats.log],
-        "ks": [r.k for r in stats.log],
-        "draft_passes": stats.draft_passes,
-        "emitted": stats.emitted,
+        w: (prompts_of[src], SamplingParams(temperature=t, max_tokens=tokens))
+        for w, (src, t) in SCENARIOS.items()
     }
 
 
-def write_counts(args) -> None:
-    """``--counts-only``: decode every scenario's prompts with every method whose counts do
-    not depend on measured unit costs (fixed k, +2/-1), untimed, and write the round logs,
-    the prompt lengths and the number of distinct continuations per scenario."""
-    torch.set_num_threads(args.threads)
-    tok = Tokenizer()
-    target, draft = load_model("target"), load_model("draft")
-    prompts_of = {
-        w: [tok.encode(p) for p in workload_prompts(w, args.prompts, args.seed)]
-        for w in ("copy", "novel")
-    }
-    no_units = {"verify_cost": {str(k): 1.0 for k in range(1, MAX_K + 1)}}
-    no_units.update(c_lookup=0.0, c_draft=0.0)
-    methods = {
-        name: m
-        for name, m in make_methods(draft, args.ngram_ks, args.draft_ks, no_units).items()
-        if m["drafter"] is not None and not name.endswith("cost-aware")
-    }
-    out: dict = {
-        "stamp": run_stamp(),
-        "command": " ".join(["python benchmarks/wall_clock.py", *sys.argv[1:]]),
-    }
-    out.update(prompts_per_workload=args.prompts, tokens_per_prompt=args.tokens, seed=args.seed)
-    out["scenarios"] = {}
-    for w, (source, temperature) in SCENARIOS.items():
-        params = SamplingParams(temperature=temperature, max_tokens=args.tokens)
-        prompts = prompts_of[source]
-        plain = [
-            run(target, {"drafter": None}, ids, params, args.seed + i)
-            for i, ids in enumerate(prompts)
-        ]
-        logs = {}
-        for name, method in methods.items():
-            logs[name] = []
+def decode_all(models, methods, prompts_of, tokens, seed):
+    """Every scenario's requests with every method, untimed: greedy outputs checked against
+    plain decoding's. Returns, per (scenario, method), one :class:`SpeculationStats` pooling
+    all its requests (the engine pools what is passed to every call) with each request's
+    round log; and the number of distinct plain continuations per scenario."""
+    counted, distinct = {}, {}
+    for w, (prompts, params) in scenarios(prompts_of, tokens).items():
+        plain = [methods[0].run(models, ids, params, seed + i) for i, ids in enumerate(prompts)]
+        distinct[w] = len({tuple(c) for c in plain})
+        for m in methods[1:]:
+            s, logs = SpeculationStats(), []
             for i, ids in enumerate(prompts):
-                stats = SpeculationStats()
-                got = run(target, method, ids, params, args.seed + i, stats)
-                if params.greedy and got != plain[i]:
-                    raise AssertionError(f"{name} changed the output on {w} prompt {i}")
-                logs[name].append(request_log(stats))
-        out["scenarios"][w] = {
-            "prompt_lengths": [len(p) for p in prompts],
-            "distinct_prompts": len({tuple(p) for p in prompts}),
-            "distinct_continuations": len({tuple(c) for c in plain}),
-            "requests": logs,
+                before = (len(s.log), s.draft_passes, s.emitted)
+                if m.run(models, ids, params, seed + i, s) != plain[i] and params.greedy:
+                    raise AssertionError(f"{m.name} changed the output on {w} prompt {i}")
+                done = (s.log[before[0] :], s.draft_passes - before[1], s.emitted - before[2])
+                logs.append(request_log(*done))
+            counted[w, m.name] = s, logs
+    return counted, distinct
+
+
+def run_header(args) -> dict:
+    """What both result files record of the command."""
+    return {
+        "command": " ".join(["python benchmarks/wall_clock.py", *sys.argv[1:]]),
+        "prompts_per_workload": args.prompts,
+        "tokens_per_prompt": args.tokens,
+        "seed": args.seed,
+    }
+
+
+def write_counts(args, models, prompts_of) -> None:
+    """``--counts-only``: the round logs of every method whose counts do not depend on
+    measured unit costs (fixed k, +2/-1), untimed, with prompt lengths and continuations."""
+    methods = make_methods(args.ngram_ks, args.draft_ks, None)
+    counted, distinct = decode_all(models, methods, prompts_of, args.tokens, args.seed)
+    out = run_header(args) | {"stamp": run_stamp()}
+    out["scenarios"] = {
+        w: {
+            "prompt_lengths": [len(p) for p in prompts_of[source]],
+            "distinct_prompts": len({tuple(p) for p in prompts_of[source]}),
+            "distinct_continuations": distinct[w],
+            "requests": {m.name: counted[w, m.name][1] for m in methods[1:]},
         }
-        print(f"{w}: counted", flush=True)
+        for w, (source, _) in SCENARIOS.items()
+    }
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {args.out}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--prompts", type=int, default=12, help="prompts per workload")
-    parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--ngram-ks", type=_ints, default=[1, 2, 3, 4, 7, 8, 12, 16])
-    parser.add_argument("--draft-ks", type=_ints, default=[1, 2, 3, 4, 6, 8])
-    parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument("--strict", action="store_true", help="refuse to write if busy")
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument(
-        "--counts-only",
-        action="store_true",
-        help="time nothing: write each request's round log (fixed k and +2/-1) to --out",
+def method_row(m: Method, w: str, times, costs: UnitCosts, prompts, args, counted=None) -> dict:
+    """A method's row in one scenario: measured speed-up over plain decoding (paired
+    interval) and the cost model's prediction; for speculation, ``counted`` = (the pooled
+    :class:`SpeculationStats`, the requests' round logs) gives the counts."""
+    speed = paired_speedup(times["plain"], times[m.name], seed=args.seed, blocks=args.blocks)
+    total = sum(statistics.median(t) for t in times[m.name])
+    row = {"workload": w, "method": m.name, "drafter": m.drafter, "k": m.k, "adaptive": m.adaptive}
+    row.update(seconds=total, tokens_per_second=args.tokens * len(prompts) / total)
+    row.update(speedup=speed.value, speedup_low=speed.low, speedup_high=speed.high)
+    plain = sum(costs.plain_request(len(p), args.tokens) for p in prompts)
+    if counted is None:  # plain decoding
+        return row | {"predicted_seconds": plain}
+    s, logs = counted
+    row.update(rounds=s.rounds, emitted=s.emitted, tokens_per_pass=s.tokens_per_pass)
+    row.update(alpha=estimate_alpha(s), mean_k=statistics.fmean(r.k for r in s.log))
+    row.update(
+        mean_proposal_length=s.proposed / s.rounds,
+        rounds_without_proposal=sum(1 for r in s.log if not r.proposed),
+        acceptance_per_position=s.acceptance_per_position,
     )
-    args = parser.parse_args()
-    if any(not 1 <= k <= MAX_K for k in args.ngram_ks + args.draft_ks):
-        raise ValueError(f"--ngram-ks and --draft-ks must lie in [1, {MAX_K}]")
-    if args.counts_only:
-        if args.out == OUT:
-            args.out = COUNTS_OUT
-        write_counts(args)
-        return
-
-    torch.set_num_threads(args.threads)
-    stamp = run_stamp()
-    tok = Tokenizer()
-    target, draft = load_model("target"), load_model("draft")
-    prompts_of = {
-        w: [tok.encode(p) for p in workload_prompts(w, args.prompts, args.seed)]
-        for w in ("copy", "novel")
-    }
-    workloads = {name: prompts_of[w] for name, (w, _) in SCENARIOS.items()}
-    settings = {
-        name: SamplingParams(temperature=t, max_tokens=args.tokens)
-        for name, (_, t) in SCENARIOS.items()
-    }
-    start = time.perf_counter()
-    model, units = unit_costs(
-        target, draft, prompts_of["copy"] + prompts_of["novel"], args.tokens, 31
-    )
-    methods = make_methods(draft, args.ngram_ks, args.draft_ks, units)
-    print(f"unit costs measured ({time.perf_counter() - start:.0f} s)", flush=True)
-
-    # Reference outputs and counts, untimed; every output checked against plain greedy.
-    reference = {
-        (w, i): run(target, methods["plain"], ids, settings[w], args.seed + i)
-        for w, ps in workloads.items()
-        for i, ids in enumerate(ps)
-    }
-    counts: dict[tuple[str, str], list[SpeculationStats]] = {}
-    for w, prompts in workloads.items():
-        for name, method in methods.items():
-            if method["drafter"] is None:
-                continue
-            counts[w, name] = []
-            for i, ids in enumerate(prompts):
-                stats = SpeculationStats()
-                out = run(target, method, ids, settings[w], args.seed + i, stats)
-                if settings[w].greedy and out != reference[w, i]:
-                    raise AssertionError(f"{name} changed the output on {w} prompt {i}")
-                counts[w, name].append(stats)
-    print(f"outputs checked, counts taken ({time.perf_counter() - start:.0f} s)", flush=True)
-
-    jobs = {
-        (w, i, name): (
-            lambda w=w, i=i, name=name: run(
-                target, methods[name], workloads[w][i], settings[w], args.seed + i
-            )
-        )
-        for w in workloads
-        for i in range(args.prompts)
-        for name in methods
-    }
-    timed = interleaved(
-        jobs,
-        args.repeats,
-        seed=args.seed,
-        progress=lambda r: print(
-            f"repeat {r}/{args.repeats} ({time.perf_counter() - start:.0f} s)", flush=True
-        ),
-    )
-    load = busy_report(
-        [x for wall, _ in timed.values() for x in wall],
-        [x for _, cpu in timed.values() for x in cpu],
-        args.threads,
-    )
-
-    rows = []
-    for w, prompts in workloads.items():
-        base = [timed[w, i, "plain"][0] for i in range(args.prompts)]
-        plain_pred = sum(model.plain_request(len(ids), args.tokens) for ids in prompts)
-        for name, method in methods.items():
-            wall = [timed[w, i, name][0] for i in range(args.prompts)]
-            speed = paired_speedup(base, wall, seed=args.seed)
-            total = sum(statistics.median(t) for t in wall)
-            row = {
-                "workload": w,
-                "method": name,
-                "drafter": method["drafter"] or "none",
-                "k": method.get("k"),
-                "adaptive": "adaptive" in method,
-                "seconds": total,
-                "tokens_per_second": args.tokens * args.prompts / total,
-                "speedup": speed.value,
-                "speedup_low": speed.low,
-                "speedup_high": speed.high,
-            }
-            if method["drafter"] is None:
-                row["predicted_seconds"] = plain_pred
-            else:
-                pooled = SpeculationStats()
-                spec_pred = 0.0
-                for ids, s in zip(prompts, counts[w, name], strict=True):
-                    for r in s.log:
-                        pooled.record(r.proposed, r.n_accepted, r.emitted, 0, k=r.k)
-                    pooled.draft_passes += s.draft_passes
-                    spec_pred += model.speculative_request(
-                        len(ids),
-                        [len(r.proposed) for r in s.log],
-                        s.draft_passes,
-                        s.rounds if method["drafter"] == "ngram" else 0,
-                    )
-                alpha = estimate_alpha(pooled)
-                row.update(
-                    rounds=pooled.rounds,
-                    emitted=pooled.emitted,
-                    tokens_per_pass=pooled.tokens_per_pass,
-                    alpha=alpha,
-                    mean_k=statistics.fmean(r.k for r in pooled.log),
-                    mean_proposal_length=pooled.proposed / pooled.rounds,
-                    rounds_without_proposal=sum(1 for r in pooled.log if not r.proposed),
-                    acceptance_per_position=pooled.acceptance_per_position,
-                    predicted_speedup=plain_pred / spec_pred,
-                    predicted_seconds=spec_pred,
-                )
-                if not row["adaptive"] and alpha == alpha:
-                    k = method["k"]
-                    c = units["c_draft"] if method["drafter"] == "draft" else 0.0
-                    lookup = units["c_lookup"] if method["drafter"] == "ngram" else 0.0
-                    row["textbook_speedup"] = expected_speedup(
-                        alpha, k, c, units["verify_cost"][str(k)], lookup
-                    )
-            rows.append(row)
-
-    result = {
-        "stamp": stamp,
-        "load": load,
-        "command": " ".join(["python benchmarks/wall_clock.py", *sys.argv[1:]]),
-        "prompts_per_workload": args.prompts,
-        "tokens_per_prompt": args.tokens,
-        "repeats": args.repeats,
-        "seed": args.seed,
-        "threads": args.threads,
-        "interval": "bootstrap 95%, prompts and repeats resampled together",
-        "adaptive": {
-            "+2/-1": {"start": HF_START, "min_k": 1, "max_k": MAX_K},
-            "cost-aware": {"start": MAX_K, "min_k": 1, "max_k": MAX_K},
-        },
-        "unit_costs": units,
-        "seconds": round(time.perf_counter() - start, 1),
-        "rows": rows,
-        # every timing, so that any two methods can be compared by their paired ratio
-        "times": {
-            w: {name: [timed[w, i, name][0] for i in range(args.prompts)] for name in methods}
-            for w in workloads
-        },
-        "request_logs": {
-            w: {
-                name: [request_log(s) for s in counts[w, name]]
-                for name in methods
-                if (w, name) in counts
-            }
-            for w in workloads
-        },
-        "distinct_continuations": {
-            w: len({tuple(reference[w, i]) for i in range(args.prompts)}) for w in workloads
-        },
-    }
-    result["summary"] = summarise(result)
-    print_tables(result)
-    save_result(args.out, result, args.strict)
-    print(
-        f"all outputs identical to plain greedy decoding; {result['seconds']} s; wrote {args.out}"
-    )
+    lengths = [len(p) for p in prompts]
+    row["predicted_speedup"] = predicted_speedup(costs, lengths, args.tokens, logs, m.drafter)
+    if not m.adaptive and s.proposed > 0:  # α is defined once anything was proposed
+        c, lookup = (0.0, costs.c_lookup) if m.drafter == "ngram" else (costs.c_draft, 0.0)
+        verify = costs.verify_cost(m.k)
+        row["textbook_speedup"] = expected_speedup(row["alpha"], m.k, c, verify, lookup)
+    return row
 
 
 def summarise(result: dict) -> dict:
-    """Best fixed k per workload and drafter (with the ks the paired interval of their ratio
-    to the best, time(k) / time(best) over the same prompts and repeats, cannot tell apart),
-    each adaptive policy against it, and the course's goals checked."""
-    out: dict = {}
-    for w in SCENARIOS:
-        for d in ("ngram", "draft"):
-            rows = [r for r in result["rows"] if r["workload"] == w and r["drafter"] == d]
-            fixed = [r for r in rows if not r["adaptive"]]
-            best = max(fixed, key=lambda r: r["speedup"])
-            if "times" in result:  # paired: best against each k, same prompts and repeats
-                times = result["times"][w]
-                ties = [
-                    r["k"]
-                    for r in fixed
-                    if r is best
-                    or paired_speedup(times[r["method"]], times[best["method"]], seed=0).low <= 1.0
-                ]
-            else:  # an older result file: only each method's interval against plain
-                ties = [r["k"] for r in fixed if r["speedup_high"] >= best["speedup_low"]]
-            entry = {
-                "best_k": best["k"],
-                "speedup": best["speedup"],
-                "low": best["speedup_low"],
-                "high": best["speedup_high"],
-                "ks_not_resolved_from_best": ties,
-            }
-            for r in rows:
-                if r["adaptive"]:
-                    entry[r["method"].split(" ", 1)[1]] = {
-                        "speedup": r["speedup"],
-                        "low": r["speedup_low"],
-                        "high": r["speedup_high"],
-                        "share_of_best": r["speedup"] / best["speedup"],
-                    }
-            out[f"{w} {d}"] = entry
-    k7 = next(
-        (r for r in result["rows"] if r["method"] == "ngram k=7" and r["workload"] == "copy"), None
-    )
-    best_novel = {
-        w: max(out[f"{w} ngram"]["speedup"], out[f"{w} draft"]["speedup"])
-        for w in ("novel", "novel T=1")
-    }
+    """Best fixed k per scenario and drafter, by paired intervals
+    (:func:`~specdec_lib.analysis.replication.best_fixed_k`), and the course's goals."""
+    out = best_fixed_k(result["rows"], result["times"], result["blocks"])
+    k7 = [r for r in result["rows"] if r["method"] == "ngram k=7" and r["workload"] == "copy"]
+    novel = [
+        max(out[f"{w} {d}"]["speedup"] for d in ("ngram", "draft")) for w in ("novel", "novel T=1")
+    ]
+    shares = [v["cost-aware"]["share_of_best"] for v in out.values() if "cost-aware" in v]
     out["goals"] = {
-        "copy n-gram k=7 >= 6x plain greedy": k7 is not None and k7["speedup"] >= 6.0,
-        "novel (greedy and T=1): the better drafter's best fixed k >= 1.0x": min(
-            best_novel.values()
-        )
-        >= 1.0,
-        "cost-aware adaptive k within 10% of best fixed k, every workload and drafter": all(
-            v["cost-aware"]["share_of_best"] >= 0.9 for k, v in out.items() if k != "goals"
+        "copy n-gram k=7 >= 6x plain greedy": bool(k7) and k7[0]["speedup"] >= 6.0,
+        "novel (greedy and T=1): the better drafter's best fixed k >= 1.0x": min(novel) >= 1.0,
+        "cost-aware adaptive k within 10% of best fixed k, every workload and drafter": (
+            min(shares, default=0.0) >= 0.9
         ),
     }
     return out
 
 
 def print_tables(result: dict) -> None:
-    s, u = result["stamp"], result["unit_costs"]
+    s = result["stamp"]
     print(
-        f"\n{s['cpu']}, {result['threads']} thread(s), torch {s['torch']}, commit {s['commit']}; "
-        f"{result['prompts_per_workload']} prompts x {result['tokens_per_prompt']} tokens, "
-        f"{result['repeats']} repeats; speed-up [bootstrap 95%]"
-    )
-    print(
-        f"target pass {1e3 * u['target_pass_s']:.2f} ms; c(draft) {u['c_draft']:.3f}; "
-        f"c(lookup) {u['c_lookup']:.4f}; v_16 {u['verify_cost']['16']:.2f}"
-    )
-    print(
-        f"{'workload':8} {'method':16} {'speed-up':>8} {'[95%]':>14} {'cost model':>10} "
-        f"{'textbook':>8} {'tok/pass':>8} {'alpha':>6}"
+        f"\n{s['cpu']}, {result['threads']} thread(s), commit {s['commit']}, "
+        f"{result['repeats']} repeats in {result['blocks']} blocks [paired bootstrap 95%]"
     )
     for r in result["rows"]:
-        extra = ""
-        if r["drafter"] != "none":
-            extra = (
-                f"{r['predicted_speedup']:10.2f} {r.get('textbook_speedup', float('nan')):8.2f} "
-                f"{r['tokens_per_pass']:8.2f} {r['alpha']:6.3f}"
-            )
-        print(
-            f"{r['workload']:8} {r['method']:16} {r['speedup']:8.2f} "
-            f"[{r['speedup_low']:5.2f}, {r['speedup_high']:5.2f}] {extra}"
-        )
+        interval = f"{r['speedup']:6.2f} [{r['speedup_low']:5.2f}, {r['speedup_high']:5.2f}]"
+        model = f"model {r['predicted_speedup']:5.2f}" if "predicted_speedup" in r else ""
+        print(f"{r['workload']:9} {r['method']:16} {interval} {model}")
     for key, v in result["summary"].items():
-        print(
-            key,
-            json.dumps(v, default=lambda x: round(x, 3))
-            if key == "goals"
-            else f"best k={v['best_k']} {v['speedup']:.2f} [{v['low']:.2f}, {v['high']:.2f}], "
-            f"not resolved from k in {v['ks_not_resolved_from_best']}; "
-            f"+2/-1 {v['+2/-1']['share_of_best']:.0%}, "
-            f"cost-aware {v['cost-aware']['share_of_best']:.0%} of best",
-        )
+        print(key, v if key == "goals" else (v["best_k"], v["ks_not_resolved_from_best"]))
+    for w, e in result["ngram_over_draft"].items():
+        print(f"{w}: n-gram over draft model {e['value']:.2f} [{e['low']:.2f}, {e['high']:.2f}]")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ints = lambda text: [int(x) for x in text.split(",") if x]  # noqa: E731
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    numbers = {"prompts": 12, "tokens": 64, "repeats": 8, "blocks": 4, "threads": 1, "seed": 2026}
+    for name, default in numbers.items():
+        p.add_argument(f"--{name}", type=int, default=default)
+    p.add_argument("--ngram-ks", type=ints, default=[1, 2, 3, 4, 7, 8, 12, 16])
+    p.add_argument("--draft-ks", type=ints, default=[1, 2, 3, 4, 6, 8])
+    p.add_argument("--strict", action="store_true", help="refuse to write if busy")
+    p.add_argument("--small", action="store_true", help=f"a quick check: {SMALL}")
+    p.add_argument("--counts-only", action="store_true", help="time nothing: write round logs")
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args(argv)
+    if args.small:
+        vars(args).update(SMALL)
+    args.out = args.out or (COUNTS_OUT if args.counts_only else OUT)
+    if any(not 1 <= k <= MAX_K for k in args.ngram_ks + args.draft_ks):
+        p.error(f"--ngram-ks and --draft-ks must lie in [1, {MAX_K}]")
+    if not 1 <= args.blocks <= args.repeats:
+        p.error(f"--blocks must lie in [1, --repeats={args.repeats}], got {args.blocks}")
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    stamp, tok, start = run_stamp(), Tokenizer(), time.perf_counter()
+    models = load_model("target"), load_model("draft")
+    prompts_of = {
+        w: [tok.encode(p) for p in workload_prompts(w, args.prompts, args.seed)]
+        for w in ("copy", "novel")
+    }
+    if args.counts_only:
+        return write_counts(args, models, prompts_of)
+    both = prompts_of["copy"] + prompts_of["novel"]
+    costs, extra_units = measure_unit_costs(*models, both, args.tokens, max_k=MAX_K)
+    methods = make_methods(args.ngram_ks, args.draft_ks, costs)
+    print(f"unit costs measured ({time.perf_counter() - start:.0f} s)", flush=True)
+    counted, distinct = decode_all(models, methods, prompts_of, args.tokens, args.seed)
+    print(f"outputs checked, counts taken ({time.perf_counter() - start:.0f} s)", flush=True)
+    inputs = scenarios(prompts_of, args.tokens)
+    prompts = {w: p for w, (p, _) in inputs.items()}
+
+    def job(w: str, i: int, m: Method):
+        return lambda: m.run(models, inputs[w][0][i], inputs[w][1], args.seed + i)
+
+    every = [(w, i, m) for w in SCENARIOS for i in range(args.prompts) for m in methods]
+    jobs = {(w, i, m.name): job(w, i, m) for w, i, m in every}
+    timed = interleaved(jobs, args.repeats, args.seed, progress=print_progress(args.repeats, start))
+    load = busy_report(*all_times(timed), args.threads)
+    times = {
+        w: {m.name: [timed[w, i, m.name].wall for i in range(args.prompts)] for m in methods}
+        for w in SCENARIOS
+    }
+    rows = [
+        method_row(m, w, times[w], costs, prompts[w], args, counted.get((w, m.name)))
+        for w in SCENARIOS
+        for m in methods
+    ]
+    result = run_header(args) | {"stamp": stamp, "load": load, "repeats": args.repeats}
+    result.update(blocks=args.blocks, threads=args.threads, adaptive=ADAPTIVE, rows=rows)
+    result["interval"] = "paired bootstrap 95%, prompts and blocks of repeats resampled together"
+    result["unit_costs"] = costs.to_result(MAX_K) | extra_units
+    result.update(times=times, distinct_continuations=distinct)
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    logs = {w: {m.name: counted[w, m.name][1] for m in methods[1:]} for w in SCENARIOS}
+    result["request_logs"] = logs
+    result["summary"] = summarise(result)
+    result["ngram_over_draft"] = drafter_comparison(result["summary"], times, args.blocks)
+    print_tables(result)
+    save_result(args.out, result, args.strict)
+    print(f"greedy outputs identical to plain decoding; {result['seconds']} s; wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ the slopes between every pair of points), so one measurement spoiled by a burst 
 cannot bend it. :func:`weight_bytes` is the other half of chapter 1's argument: the
 bytes of weights a batch-one decode step reads to produce its single token.
 
-Every timing is made by :mod:`specdec_lib.analysis.timing`; this module only models.
+Every timing is made by :mod:`specdec_lib.analysis.timing`; this module models, and
+:func:`measure_unit_costs` times the units of :class:`UnitCosts` with that module's loop.
 """
 
 from __future__ import annotations
@@ -33,9 +34,18 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from specdec_lib.analysis.timing import Timing
-from specdec_lib.engine.generate import SpeculationStats
+import torch
+
+from specdec_lib.analysis.timing import Timing, interleaved, time_inside, time_passes
+from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter
+from specdec_lib.engine.generate import (
+    RoundRecord,
+    SpeculationStats,
+    generate,
+    speculative_generate,
+)
 from specdec_lib.engine.model import ModelConfig, TinyGPT
+from specdec_lib.engine.sampling import SamplingParams
 
 
 def weight_bytes(model: TinyGPT) -> int:
@@ -136,6 +146,39 @@ class UnitCosts:
             return self.single_pass
         return self.pass_fit.predict(positions)
 
+    @property
+    def c_draft(self) -> float:
+        """A draft-model pass as a fraction of a one-position target pass."""
+        return self.draft_pass / self.pass_time(1)
+
+    @property
+    def c_lookup(self) -> float:
+        """An n-gram proposal call as a fraction of a one-position target pass."""
+        return self.lookup / self.pass_time(1)
+
+    def verify_cost(self, k: int) -> float:
+        """A verification pass over k + 1 positions, in one-position target passes."""
+        return self.pass_fit.predict(k + 1) / self.pass_time(1)
+
+    def to_result(self, max_k: int) -> dict[str, object]:
+        """These costs as a results file records them (``wall_clock.py``'s ``unit_costs``;
+        :func:`unit_costs_from_result` reads them back), with the ratios the textbook
+        formula and the cost-aware policy use, ``verify_cost`` for k = 1..``max_k``."""
+        return {
+            "target_pass_fixed_s": self.pass_fit.fixed,
+            "target_pass_per_position_s": self.pass_fit.per_position,
+            "target_pass_s": self.pass_time(1),
+            "draft_pass_s": self.draft_pass,
+            "lookup_s": self.lookup,
+            "prefill_s": {str(n): t for n, t in self.prefill.items()},
+            "host_step_s": self.host_step,
+            "host_round_s": self.host_round,
+            "host_draft_step_s": self.host_draft_step,
+            "c_draft": self.c_draft,
+            "c_lookup": self.c_lookup,
+            "verify_cost": {str(k): self.verify_cost(k) for k in range(1, max_k + 1)},
+        }
+
     def plain_request(self, prompt_len: int, tokens: int) -> float:
         """Plain decoding: the prefill pass gives the first token, one pass per later token."""
         return (
@@ -161,6 +204,82 @@ class UnitCosts:
         )
 
 
+def measure_unit_costs(
+    target: TinyGPT,
+    draft: TinyGPT,
+    prompts: Sequence[Sequence[int]],
+    tokens: int,
+    repeats: int = 31,
+    max_k: int = 16,
+) -> tuple[UnitCosts, dict[str, float]]:
+    """The :class:`UnitCosts` of decoding ``tokens`` after ``prompts`` (at least two), and
+    two figures to record beside them (the pass's cache length, an isolated one-position
+    pass).
+
+    Passes over 1 to ``max_k`` + 1 positions, prefills and an n-gram lookup are timed by
+    :func:`~specdec_lib.analysis.timing.interleaved`, ``repeats`` times. The host's time
+    outside any pass, and one-position passes of both models, are timed inside real
+    requests (plain, and speculative at k = 4 with each drafter; five times over the
+    prompts) by forward hooks: inside the decoding loop a one-position pass runs faster
+    than the line through 1..17 positions says (matrix-vector products, warm caches).
+    """
+    if len(prompts) < 2 or tokens < 2:
+        raise ValueError(f"prompts must hold >= 2 prompts and tokens be >= 2, got {tokens}")
+    prompts = [list(p) for p in prompts]
+    context = int(statistics.median(len(p) for p in prompts)) + tokens // 2
+    passes = time_passes(target, range(1, max_k + 2), context, repeats=repeats)
+    lookup_context = prompts[0] + prompts[1][: tokens // 2]
+    params = SamplingParams(max_tokens=tokens)
+    lengths = sorted({len(p) + m for p in prompts for m in (0, 1, 2, 4, 8, 16)})
+
+    @torch.inference_mode()
+    def prefill(n: int) -> None:
+        target(torch.tensor([lookup_context[:1] * n]), target.new_cache(1))
+
+    jobs: dict = {n: (lambda n=n: prefill(n)) for n in lengths}
+    jobs["lookup"] = lambda: NgramDrafter().propose(lookup_context, 8, params)
+    timed = {
+        key: statistics.median(t.wall) for key, t in interleaved(jobs, repeats, warmup=2).items()
+    }
+    parts: dict[str, list[float]] = {
+        k: [] for k in ("step", "round", "drafted", "one", "draft_one")
+    }
+
+    def speculate(drafter, ids: list[int], stats: SpeculationStats):
+        return lambda: speculative_generate(target, drafter, ids, params, k=4, stats=stats)
+
+    for _ in range(5):
+        for ids in prompts:
+            calls: list[tuple[int, float]] = []
+            wall, inside = time_inside(
+                [target], lambda ids=ids: generate(target, ids, params), calls
+            )
+            parts["step"].append((wall - inside) / tokens)
+            parts["one"] += [t for n, t in calls if n == 1]
+            s = SpeculationStats()
+            wall, inside = time_inside([target], speculate(NgramDrafter(), ids, s))
+            per_round = (wall - inside) / s.rounds - timed["lookup"]  # the lookup taken out
+            parts["round"].append(per_round)
+            s, calls = SpeculationStats(), []
+            wall, inside = time_inside(
+                [draft, target], speculate(DraftModelDrafter(draft), ids, s), calls
+            )
+            parts["drafted"].append((wall - inside - s.rounds * per_round) / s.draft_passes)
+            parts["draft_one"] += [t for n, t in calls if n == 1]
+    med = {key: statistics.median(v) for key, v in parts.items()}
+    costs = UnitCosts(
+        pass_fit=fit_pass_cost(passes),
+        draft_pass=med["draft_one"],
+        lookup=timed["lookup"],
+        prefill={n: timed[n] for n in lengths},
+        host_step=med["step"],
+        host_round=med["round"],
+        host_draft_step=med["drafted"],
+        single_pass=med["one"],
+    )
+    return costs, {"context": context, "target_pass_isolated_s": passes[1].median}
+
+
 def unit_costs_from_result(units: Mapping[str, object]) -> UnitCosts:
     """The :class:`UnitCosts` a ``wall_clock.py`` result file recorded (its ``unit_costs``),
     so that one run's measured costs can predict another run's times."""
@@ -181,6 +300,19 @@ def unit_costs_from_result(units: Mapping[str, object]) -> UnitCosts:
         raise ValueError(
             f"units must hold every unit cost wall_clock.py records; {missing} is missing"
         ) from None
+
+
+def request_log(rounds: Sequence[RoundRecord], draft_passes: int, emitted: int) -> dict:
+    """One request's round log as :func:`predicted_speedup` reads it (and result files
+    store it): each round's proposal length, acceptance and k, the request's draft passes
+    and emitted tokens; from it a prediction can be redone with any unit costs."""
+    return {
+        "proposal_lengths": [len(r.proposed) for r in rounds],
+        "accepted": [r.n_accepted for r in rounds],
+        "ks": [r.k for r in rounds],
+        "draft_passes": draft_passes,
+        "emitted": emitted,
+    }
 
 
 def predicted_speedup(

@@ -10,8 +10,14 @@ value. Both benchmarks' result files and the chapters read their verdicts from h
 
 * :func:`speedup_verdict`, :func:`crossover`, :func:`agreed_crossover`: faster, slower or
   not resolved at each batch size, in one run and in both.
+* :func:`best_fixed_k`: one run's best fixed k per scenario and drafter, each k's paired
+  interval against it, and each adaptive policy's paired share of it.
+* :func:`drafter_comparison`: the n-gram drafter's best fixed k against the draft model's.
 * :func:`agreed_best_k`: the best fixed k, resolved by both runs, or only the same point
-  estimate, or not even that.
+  estimate, or not even that. :func:`agreed_ratio`: which of two methods is faster,
+  resolved by both runs' paired intervals (``wall_clock.py``'s n-gram against draft model).
+* :func:`paired_intervals`: every paired interval a result holds, as rows, so that
+  coverage can be counted over all of them.
 * :func:`verdicts`: every verdict of a pair of result files, by name.
 * :func:`cross_containment`: how often each run's interval holds the other run's value.
 * :func:`between_run_variance`, :func:`rerun_interval`, :func:`pooled_interval`: a
@@ -24,7 +30,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from specdec_lib.analysis.timing import Estimate
+from specdec_lib.analysis.timing import Estimate, paired_speedup
 
 #: The normal quantile of a two-sided 95% interval.
 Z95 = 1.959963984540054
@@ -101,6 +107,71 @@ def agreed_crossover(first: dict, second: dict, workload: str) -> dict:
     }
 
 
+def _interval(e: Estimate) -> dict[str, float]:
+    return {"value": e.value, "low": e.low, "high": e.high}
+
+
+def best_fixed_k(rows: Sequence[dict], times: dict, blocks: int | None = None) -> dict[str, dict]:
+    """``wall_clock.py``'s verdicts of one run, per ``"<scenario> <drafter>"``: the best fixed
+    k (highest point estimate), every fixed k's paired interval against it (time(k) /
+    time(best) over the same prompts and blocks of repeats, ``vs_best``), the ks whose
+    interval holds 1 (``ks_not_resolved_from_best``, the best included), and for each
+    adaptive policy its speed-up and its paired share of the best (time(best) / time(policy)).
+    ``times[scenario][method]`` is a prompts x repeats table of seconds."""
+    out: dict[str, dict] = {}
+    for w, d in dict.fromkeys(
+        (r["workload"], r["drafter"]) for r in rows if r["drafter"] != "none"
+    ):
+        mine = [r for r in rows if r["workload"] == w and r["drafter"] == d]
+        best = max((r for r in mine if not r["adaptive"]), key=lambda r: r["speedup"])
+        t, top = times[w], times[w][best["method"]]
+        vs = {
+            r["k"]: paired_speedup(t[r["method"]], top, blocks=blocks)
+            for r in mine
+            if not r["adaptive"]
+        }
+        entry = {"best_k": best["k"], "speedup": best["speedup"], "low": best["speedup_low"]}
+        entry.update(
+            high=best["speedup_high"], vs_best={str(k): _interval(e) for k, e in vs.items()}
+        )
+        entry["ks_not_resolved_from_best"] = [k for k, e in vs.items() if e.holds(1.0)]
+        for r in (r for r in mine if r["adaptive"]):
+            share = paired_speedup(top, t[r["method"]], blocks=blocks)
+            entry[r["method"].split(" ", 1)[1]] = {
+                "speedup": r["speedup"],
+                "low": r["speedup_low"],
+                "high": r["speedup_high"],
+                "share_of_best": share.value,
+                "share_low": share.low,
+                "share_high": share.high,
+            }
+        out[f"{w} {d}"] = entry
+    return out
+
+
+def drafter_comparison(summary: dict, times: dict, blocks: int | None = None) -> dict:
+    """Per scenario of a :func:`best_fixed_k` summary, the paired interval of time(the draft
+    model's best k) / time(the n-gram drafter's best k): above 1, the n-gram drafter ran
+    faster. Methods are named ``"<drafter> k=<k>"`` as in ``wall_clock.py``."""
+    out = {}
+    for w in dict.fromkeys(name.rsplit(" ", 1)[0] for name in summary if name != "goals"):
+        draft, ngram = (f"{d} k={summary[f'{w} {d}']['best_k']}" for d in ("draft", "ngram"))
+        out[w] = _interval(paired_speedup(times[w][draft], times[w][ngram], blocks=blocks))
+    return out
+
+
+def agreed_ratio(first: dict, second: dict, faster: str, slower: str) -> dict:
+    """Which side two runs' paired intervals of a ratio (``value``, ``low``, ``high``; > 1:
+    ``faster`` ran faster than ``slower``) resolve, in both runs."""
+    one, two = (speedup_verdict(r["low"], r["high"]) for r in (first, second))
+    if one == two == "faster":
+        return {"resolved": faster, "verdict": f"{faster} faster than {slower} in both runs"}
+    if one == two == "slower":
+        return {"resolved": slower, "verdict": f"{slower} faster than {faster} in both runs"}
+    text = f"not resolved by both runs: {faster} against {slower}, run 1 {one}, run 2 {two}"
+    return {"resolved": None, "verdict": text}
+
+
 def agreed_best_k(first: dict, second: dict) -> dict:
     """The best fixed k of one scenario and drafter, read off two runs' summaries.
 
@@ -135,9 +206,44 @@ def verdicts(first: dict, second: dict) -> dict[str, dict]:
     for name, s1 in first.get("summary", {}).items():
         if name != "goals":
             out[f"best k, {name}"] = agreed_best_k(s1, second["summary"][name])
+    for w, ratio in first.get("ngram_over_draft", {}).items():
+        two = second["ngram_over_draft"][w]
+        out[f"drafter, {w}"] = agreed_ratio(ratio, two, "n-gram", "draft model")
     if "crossover" in first:
         for w in first["crossover"]:
             out[f"crossover, {w}"] = agreed_crossover(first, second, w)
+    return out
+
+
+def paired_intervals(result: dict) -> list[dict]:
+    """Every paired interval of a result as a row (``workload``, ``key``, ``speedup``,
+    ``speedup_low``, ``speedup_high``): its rows against plain decoding (plain's own left
+    out), and, from ``wall_clock.py``, each fixed k against the best, each adaptive policy's
+    share of the best and the n-gram drafter against the draft model. Two runs' lists pair
+    up by ``key`` (:func:`cross_containment` takes them in the same order)."""
+
+    def row(w: str, key: str, v: float, low: float, high: float) -> dict:
+        return {"workload": w, "key": key, "speedup": v, "speedup_low": low, "speedup_high": high}
+
+    out = [
+        row(r["workload"], f"{r['workload']} {r.get('method', r.get('batch'))} vs plain",
+            _value(r), r["speedup_low"], r["speedup_high"])
+        for r in result["rows"]
+        if r.get("drafter") != "none"
+    ]  # fmt: skip
+    for name, s in result.get("summary", {}).items():
+        w = name.rsplit(" ", 1)[0]
+        for k, e in s.get("vs_best", {}).items():
+            if int(k) != s["best_k"]:
+                out.append(row(w, f"{name} k={k} vs best", e["value"], e["low"], e["high"]))
+        for p in ("+2/-1", "cost-aware"):
+            if "share_low" in s.get(p, {}):
+                e = s[p]
+                out.append(
+                    row(w, f"{name} {p} share", e["share_of_best"], e["share_low"], e["share_high"])
+                )
+    for w, e in result.get("ngram_over_draft", {}).items():
+        out.append(row(w, f"{w} n-gram over draft", e["value"], e["low"], e["high"]))
     return out
 
 

@@ -6,7 +6,8 @@ once, in a freshly shuffled order (so a burst of load falls on the compared jobs
 instead of on whichever runs last), wall and CPU time recorded per job and repeat. The
 other timers are thin uses of it, and the statistics below read what it returns.
 
-* :func:`interleaved`, :class:`JobTimes`: the loop and what it records per job.
+* :func:`interleaved`, :class:`JobTimes`: the loop and what it records per job;
+  :func:`all_times`, :func:`print_progress`: what the benchmarks pass around it.
 * :class:`Timing`, :func:`time_median`: median and range (fastest, slowest run) of one
   callable's repeats.
 * :class:`Ratio`, :func:`time_ratio`: one operation against another, timed side by side.
@@ -90,6 +91,22 @@ def interleaved(
         if progress is not None:
             progress(r + 1)
     return out
+
+
+def all_times(timed: Mapping[Hashable, JobTimes]) -> tuple[list[float], list[float]]:
+    """Every wall and every CPU time :func:`interleaved` recorded, in the same order (what
+    :func:`~specdec_lib.analysis.provenance.busy_report` reads)."""
+    return [x for t in timed.values() for x in t.wall], [x for t in timed.values() for x in t.cpu]
+
+
+def print_progress(repeats: int, start: float) -> Callable[[int], None]:
+    """A ``progress`` for :func:`interleaved`: prints each finished repeat and the seconds
+    since ``start`` (a :func:`time.perf_counter` reading), so a long run shows its pace."""
+
+    def progress(r: int) -> None:
+        print(f"repeat {r}/{repeats} ({time.perf_counter() - start:.0f} s)", flush=True)
+
+    return progress
 
 
 @dataclass(frozen=True)
