@@ -1,4 +1,4 @@
-"""Argument checks shared by every layer of the library (it imports nothing of it).
+"""Argument checks: the one place the library validates what callers hand it.
 
 Public functions validate at the edge and raise ``ValueError`` naming the parameter
 and the range it must lie in; this is the one place that spells those checks.
@@ -12,6 +12,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from numbers import Integral, Real
+from typing import Protocol
+
+import torch
+
+# Tolerance for "a probability row sums to 1": loose enough for float32 softmax
+# output, tight enough to catch unnormalised scores or a wrong row.
+SUM_TOLERANCE = 1e-4
+
+
+class _ModelShape(Protocol):
+    vocab_size: int
+    block_size: int
 
 
 def _is_int(value: object) -> bool:
@@ -63,3 +75,89 @@ def check_ids(name: str, ids: object, vocab_size: int) -> list[int]:
         bad = next(t for t in values if not 0 <= t < vocab_size)
         raise ValueError(f"{name} must lie in [0, {vocab_size - 1}], got {bad}")
     return values
+
+
+def check_prompt(prompt_token_ids: object, config: _ModelShape, max_tokens: int) -> list[int]:
+    """The prompt as a list of ints that leaves room for ``max_tokens`` in the window."""
+    if isinstance(prompt_token_ids, str | bytes):
+        raise ValueError("prompt_token_ids must be a sequence of token ids; encode text first")
+    vocab, block = config.vocab_size, config.block_size
+    ids = check_ids("prompt_token_ids", prompt_token_ids, vocab)
+    if not ids:
+        raise ValueError("prompt_token_ids must contain at least 1 token, got an empty prompt")
+    if len(ids) >= block:
+        raise ValueError(
+            f"prompt_token_ids must be shorter than the context window ({block} tokens), "
+            f"got {len(ids)}"
+        )
+    if len(ids) + max_tokens > block:
+        raise ValueError(
+            f"max_tokens must be <= {block - len(ids)} for this {len(ids)}-token prompt "
+            f"(context window {block}), got {max_tokens}"
+        )
+    return ids
+
+
+class _KRange(Protocol):
+    min_k: int
+    max_k: int
+
+
+def check_k(k: object, adaptive_k: _KRange | None) -> int:
+    """``k`` as an int >= 1, inside ``adaptive_k``'s range if there is one."""
+    k = check_int("k", k)
+    if adaptive_k is not None and not adaptive_k.min_k <= k <= adaptive_k.max_k:
+        raise ValueError(
+            f"k must lie in [{adaptive_k.min_k}, {adaptive_k.max_k}] for this adaptive_k, got {k}"
+        )
+    return k
+
+
+def check_target_logits(
+    target_logits: object, proposed: Sequence[int]
+) -> tuple[torch.Tensor, list[int]]:
+    """``(target_logits, proposed ids)`` if the logits are (k+1, V) with a distribution in
+    every row and the k proposals are ids below V; else ``ValueError``."""
+    if not isinstance(target_logits, torch.Tensor) or target_logits.dim() != 2:
+        raise ValueError("target_logits must be a 2-D tensor of shape (k+1, vocab_size)")
+    ids = check_ids("proposed token ids", proposed, target_logits.shape[-1])
+    if target_logits.shape[0] != len(ids) + 1:
+        raise ValueError(
+            f"target_logits must have shape (k+1, vocab_size) = ({len(ids) + 1}, V) for "
+            f"k={len(ids)} proposals, got {tuple(target_logits.shape)}"
+        )
+    # NaN would make min(1, p/q) read as 1 (accept) and argmax pick the NaN; +inf or a
+    # row that is -inf everywhere has no distribution at all. -inf entries are fine.
+    if torch.isnan(target_logits).any() or torch.isposinf(target_logits).any():
+        raise ValueError("target_logits must not hold NaN or +inf")
+    if torch.isneginf(target_logits).all(-1).any():
+        raise ValueError("target_logits must have a finite entry in every row (a row is all -inf)")
+    return target_logits, ids
+
+
+def check_draft_probs(draft_probs: object, proposed: list[int], vocab_size: int) -> torch.Tensor:
+    """``draft_probs`` if it holds the k distributions the ``proposed`` tokens came from."""
+    k = len(proposed)
+    if not isinstance(draft_probs, torch.Tensor) or tuple(draft_probs.shape) != (k, vocab_size):
+        shape = tuple(draft_probs.shape) if isinstance(draft_probs, torch.Tensor) else None
+        raise ValueError(
+            f"draft_probs must have shape (k, vocab_size) = ({k}, {vocab_size}), "
+            f"got {shape or type(draft_probs).__name__}"
+        )
+    q = draft_probs.detach().to(torch.float64)
+    if k and (not torch.isfinite(q).all() or (q < 0).any()):
+        raise ValueError("draft_probs must be finite and >= 0")
+    sums = q.sum(-1)
+    if ((sums - 1).abs() > SUM_TOLERANCE).any():
+        raise ValueError(
+            f"each row of draft_probs must sum to 1 (within {SUM_TOLERANCE}), got sums "
+            f"{[round(float(s), 6) for s in sums]}"
+        )
+    drawn = q[torch.arange(k), torch.as_tensor(proposed, dtype=torch.long)]
+    if (drawn <= 0).any():
+        i = int((drawn <= 0).nonzero()[0])
+        raise ValueError(
+            f"draft_probs[{i}, proposed[{i}]] must be > 0: a proposal cannot have been "
+            "drawn from a distribution that gives it probability 0"
+        )
+    return draft_probs

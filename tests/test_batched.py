@@ -48,10 +48,13 @@ def test_batched_speculation_needs_one_drafter_per_prompt(target, mixed_prompts)
 
 
 def test_batched_speculation_refuses_k_that_would_overflow_the_context(target):
-    prompt = [1] * (target.config.block_size - 67)  # room for 60 new tokens, not for 60 + k
+    # Room for 60 new tokens, not for 60 + k: the short request, once finished, rides
+    # along with k+1 padded positions past the long one's end. (A batch of one has no
+    # padding, and needs no such room.)
+    prompt = [1] * (target.config.block_size - 67)
     with pytest.raises(ValueError, match="k must be <="):
         speculative_generate_batch(
-            target, NgramDrafter, [prompt], SamplingParams(max_tokens=60), k=9
+            target, NgramDrafter, [prompt, [1, 2]], SamplingParams(max_tokens=60), k=9
         )
 
 

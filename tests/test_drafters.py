@@ -19,8 +19,9 @@ def test_ngram_drafter_copies_what_followed_the_longest_latest_match():
     context = ids("abcXY abdZW abc")
     proposal = drafter.propose(context, 2, GREEDY)
     assert bytes(proposal.tokens) == b"XY"  # "abc" (n=3) beats the later "ab" (n=2)
-    assert proposal.probs.shape == (2, VOCAB_SIZE)
-    assert proposal.probs.sum(-1).tolist() == [1.0, 1.0]
+    assert proposal.probs is None  # deterministic: all mass on each token
+    assert proposal.dense_probs(VOCAB_SIZE).shape == (2, VOCAB_SIZE)
+    assert proposal.dense_probs(VOCAB_SIZE).sum(-1).tolist() == [1.0, 1.0]
     assert proposal.draft_passes == 0
 
 
@@ -31,7 +32,7 @@ def test_ngram_drafter_prefers_the_latest_occurrence():
 
 def test_ngram_drafter_proposes_nothing_without_a_match():
     proposal = NgramDrafter().propose(ids("no repeat"), 4, GREEDY)
-    assert proposal.tokens == [] and proposal.probs.shape == (0, VOCAB_SIZE)
+    assert proposal.tokens == [] and proposal.dense_probs(VOCAB_SIZE).shape == (0, VOCAB_SIZE)
 
 
 def test_ngram_drafter_proposes_at_most_k_and_stops_at_the_end_of_the_context():

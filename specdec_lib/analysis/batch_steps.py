@@ -2,7 +2,8 @@
 
 The wall time of a whole ``generate_batch`` call mixes three costs that grow with the
 batch size B at different rates: the prefill (one pass over every prompt, B × prompt
-positions), the decode steps (one pass over B rows each), and the host's own work
+positions, which also gives the first token), the decode steps (one pass over B rows
+each, one per further token), and the host's own work
 between passes (choosing each row's token, building the next input). The ratio of
 whole calls at two batch sizes is therefore not the ratio of their decode steps.
 :func:`time_batch_decode_steps` times all three inside the same calls, with the

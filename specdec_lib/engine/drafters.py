@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from specdec_lib.checks import check_ids, check_int
-from specdec_lib.engine.model import KVCache, TinyGPT
+from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams, process_logits, sample
 from specdec_lib.text.tokenizer import Tokenizer
 
@@ -31,11 +31,19 @@ VOCAB_SIZE = Tokenizer().vocab_size
 
 @dataclass(frozen=True)
 class Proposal:
-    """``tokens`` (m <= k of them), ``probs`` (m, V) they were drawn from, draft passes spent."""
+    """Up to k drafted ``tokens``, the (m, V) ``probs`` they were drawn from, draft passes spent.
+
+    ``probs=None`` means deterministic: all mass on each token. The n-gram drafter says so
+    instead of building an (m, V) one-hot every round that greedy decoding never reads.
+    """
 
     tokens: list[int]
-    probs: torch.Tensor
+    probs: torch.Tensor | None = None
     draft_passes: int = 0
+
+    def dense_probs(self, vocab_size: int) -> torch.Tensor:
+        """``probs``, or the one-hot rows a deterministic proposal stands for."""
+        return one_hot_probs(self.tokens, vocab_size) if self.probs is None else self.probs
 
 
 @runtime_checkable
@@ -55,17 +63,46 @@ class Drafter(Protocol):
 
 def one_hot_probs(tokens: Sequence[int], vocab_size: int) -> torch.Tensor:
     """(len(tokens), V) rows that put all mass on each token: a deterministic drafter's q."""
-    # Built in NumPy: this runs every round, and small torch ops cost more than the search.
-    probs = np.zeros((len(tokens), vocab_size), dtype=np.float64)
-    probs[np.arange(len(tokens)), np.asarray(list(tokens), dtype=np.int64)] = 1.0
-    return torch.from_numpy(probs)
+    probs = torch.zeros(len(tokens), vocab_size, dtype=torch.float64)
+    probs[torch.arange(len(tokens)), torch.as_tensor(list(tokens), dtype=torch.long)] = 1.0
+    return probs
 
 
-def _check_k(k: int) -> None:
-    check_int("k", k, 0)
+class LibraryDrafter:
+    """The library's drafters: ``propose`` checks its arguments, then calls ``draft``.
+
+    The engine calls ``draft`` directly on the context it built and checked itself, so
+    nothing is re-validated every round; any other drafter's proposals are checked.
+    """
+
+    name: str
+    vocab_size: int
+
+    def propose(
+        self,
+        context: Sequence[int],
+        k: int,
+        params: SamplingParams | None = None,
+        generator: torch.Generator | None = None,
+    ) -> Proposal:
+        check_int("k", k, 0)
+        ids = check_ids("context", context, self.vocab_size)
+        if not ids:
+            raise ValueError("context must hold at least 1 token")
+        return self.draft(ids, k, params, generator)
+
+    def draft(
+        self,
+        context: list[int],
+        k: int,
+        params: SamplingParams | None,
+        generator: torch.Generator | None,
+    ) -> Proposal:
+        """Up to ``k`` tokens after a checked, non-empty ``context``."""
+        raise NotImplementedError
 
 
-class NgramDrafter:
+class NgramDrafter(LibraryDrafter):
     """Prompt lookup: copy what followed the latest earlier occurrence of the suffix.
 
     Tries suffix lengths from ``max_n`` down to ``min_n`` and uses the longest that
@@ -78,10 +115,9 @@ class NgramDrafter:
     def __init__(self, max_n: int = 4, min_n: int = 1, vocab_size: int = VOCAB_SIZE) -> None:
         check_int("min_n", min_n)
         check_int("max_n", max_n, min_n)
-        check_int("vocab_size", vocab_size)
         self.max_n = max_n
         self.min_n = min_n
-        self.vocab_size = vocab_size
+        self.vocab_size = check_int("vocab_size", vocab_size)
         self.name = f"n-gram (n={min_n}..{max_n})"
 
     def find_match(self, context: Sequence[int]) -> tuple[int, int] | None:
@@ -103,24 +139,21 @@ class NgramDrafter:
                 end = hit + len(suffix) - 1  # a hit across a token boundary: look earlier
         return None
 
-    def propose(
+    def draft(
         self,
-        context: Sequence[int],
+        context: list[int],
         k: int,
         params: SamplingParams | None = None,
         generator: torch.Generator | None = None,
     ) -> Proposal:
-        _check_k(k)
-        context = check_ids("context", context, self.vocab_size)
         match = self.find_match(context) if k > 0 else None
-        tokens: list[int] = []
-        if match is not None:
-            start, n = match
-            tokens = context[start + n : start + n + k]
-        return Proposal(tokens, one_hot_probs(tokens, self.vocab_size), draft_passes=0)
+        if match is None:
+            return Proposal([])
+        start, n = match
+        return Proposal(context[start + n : start + n + k])  # deterministic: probs=None
 
 
-class DraftModelDrafter:
+class DraftModelDrafter(LibraryDrafter):
     """A small TinyGPT proposing k tokens, one forward pass each.
 
     It keeps its KV cache between calls: when the new context extends what is
@@ -132,47 +165,41 @@ class DraftModelDrafter:
         if not isinstance(draft_model, TinyGPT):
             raise ValueError(f"draft_model must be a TinyGPT, got {type(draft_model).__name__}")
         self.model = draft_model
+        self.vocab_size = draft_model.config.vocab_size
         self.name = name
-        self._cache: KVCache | None = None
+        self._cache = draft_model.new_cache(1)
         self._cached: list[int] = []
 
     def _logits_after(self, context: list[int]) -> torch.Tensor:
-        if self._cache is None:
-            self._cache = self.model.new_cache(1)
-            self._cached = []
         common = 0
         limit = min(len(self._cached), len(context) - 1)  # always feed at least one token
         while common < limit and self._cached[common] == context[common]:
             common += 1
         self._cache.crop(common)
-        new = context[common:]
-        logits = self.model(torch.tensor([new]), self._cache)[0, -1]
+        logits = self.model(torch.tensor([context[common:]]), self._cache)[0, -1]
         self._cached = list(context)
         return logits
 
     @torch.inference_mode()
-    def propose(
+    def draft(
         self,
-        context: Sequence[int],
+        context: list[int],
         k: int,
-        params: SamplingParams,
+        params: SamplingParams | None,
         generator: torch.Generator | None = None,
     ) -> Proposal:
-        _check_k(k)
-        vocab = self.model.config.vocab_size
+        if params is None:
+            raise ValueError("params must be the SamplingParams the draft samples with")
         if k == 0:
-            return Proposal([], torch.zeros(0, vocab, dtype=torch.float64), 0)
-        ctx = check_ids("context", context, vocab)
-        if not ctx:
-            raise ValueError("context must hold at least 1 token")
+            return Proposal([], torch.zeros(0, self.vocab_size, dtype=torch.float64))
         tokens: list[int] = []
         rows: list[torch.Tensor] = []
-        logits = self._logits_after(ctx)
+        logits = self._logits_after(context)
         for i in range(k):
             probs = process_logits(logits, params)  # same processing as the target
             token = int(probs.argmax()) if params.greedy else sample(probs, generator)
             tokens.append(token)
             rows.append(probs)
             if i + 1 < k:
-                logits = self._logits_after(ctx + tokens)
+                logits = self._logits_after(context + tokens)
         return Proposal(tokens, torch.stack(rows), draft_passes=k)

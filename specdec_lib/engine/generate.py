@@ -1,68 +1,37 @@
 """Plain decoding and speculative decoding, with honest counting.
 
-``generate`` is the baseline: one target forward pass per new token, KV-cached.
-``speculative_generate`` proposes up to k tokens with a drafter, scores all of them
-in one target pass over k+1 positions, keeps what verification accepts plus one
-token from the target, and repeats. Both return only the new tokens, and exactly
-``params.max_tokens`` of them.
+``generate`` is the baseline: one KV-cached target pass per new token.
+:func:`speculate` is speculative decoding of one or many requests: each round, every
+unfinished request's drafter proposes up to k tokens, one target pass scores them all,
+and each request keeps what verification accepts plus one token from the target.
+``speculative_generate`` is a batch of one; ``speculative_generate_batch`` (in
+:mod:`~specdec_lib.engine.batched`) is B. Each returns ``params.max_tokens`` new tokens.
 
-Cached speculation keeps the target's KV cache across rounds. The invariant: after
-every round the cache holds every context token except the last one, which is
-"pending". A round feeds what the cache lacks plus the proposal: ``[pending] +
-proposal`` (m+1 tokens), whose last m+1 rows of logits are exactly what verification
-needs; then the cache is cropped to drop the rejected proposals, and the round's last
-emitted token becomes the new pending token. The first round feeds the whole prompt
-with its proposal: prefill and verification share one pass, just as plain decoding's
-first pass is both its prefill and its first token. So both sides count every forward
-pass of the target, and ``SpeculationStats.target_passes`` equals the rounds.
-
-Rollback is a crop (lowering the cache's length), not an erase: the static cache
-is written by position, so the rejected entries are simply overwritten by the
-next round. Each round's record carries the cache length it left behind, so the
-invariant is checked by tests rather than trusted.
-
-The draft length can be fixed (``k``) or adaptive (:class:`AdaptiveK`, the
-heuristic popular engines use: grow after a fully accepted proposal, shrink after
-a rejection). Neither choice changes which tokens come out, only how many target
-passes they cost.
+The cache's invariant: after every round it holds each request's context except the
+last, "pending" token. A round feeds what the cache lacks plus the proposal (the first
+round the whole prompt, so prefill and the first verification share a pass; later
+ones ``[pending] + proposal``), right-padded to the longest row; padding lies past each
+row's length and is never attended to. Rollback then crops each row's length to drop
+its rejected proposals. So ``SpeculationStats.target_passes`` counts every target pass.
+Without a cache (``use_kv_cache=False``, the textbook version) every round re-runs
+the target over the whole context. The draft length is fixed or adaptive
+(:class:`AdaptiveK`); neither changes which tokens come out, only what they cost.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import torch
 
-from specdec_lib.checks import check_ids, check_int
-from specdec_lib.engine.drafters import Drafter
+from specdec_lib.checks import check_draft_probs, check_ids, check_int, check_k, check_prompt
+from specdec_lib.engine.drafters import Drafter, LibraryDrafter, Proposal
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams, process_logits, sample
-from specdec_lib.engine.verify import accept_greedy, accept_sampled
+from specdec_lib.engine.verify import greedy_rule, sampled_rule
 
-
-def check_prompt(
-    prompt_token_ids: Sequence[int], model: TinyGPT, params: SamplingParams
-) -> list[int]:
-    """The prompt as a list of ints, or a ``ValueError`` saying what is wrong with it."""
-    if isinstance(prompt_token_ids, str | bytes):
-        raise ValueError("prompt_token_ids must be a sequence of token ids; encode text first")
-    vocab, block = model.config.vocab_size, model.config.block_size
-    ids = check_ids("prompt_token_ids", prompt_token_ids, vocab)
-    if not ids:
-        raise ValueError("prompt_token_ids must contain at least 1 token, got an empty prompt")
-    if len(ids) >= block:
-        raise ValueError(
-            f"prompt_token_ids must be shorter than the context window ({block} tokens), "
-            f"got {len(ids)}"
-        )
-    if len(ids) + params.max_tokens > block:
-        raise ValueError(
-            f"max_tokens must be <= {block - len(ids)} for this {len(ids)}-token prompt "
-            f"(context window {block}), got {params.max_tokens}"
-        )
-    return ids
+PAD = 0  # any valid id: padded positions lie beyond each row's length and are never attended
 
 
 def next_token(
@@ -82,7 +51,7 @@ def generate(
     generator: torch.Generator | None = None,
 ) -> list[int]:
     """Plain autoregressive decoding with a KV cache: one forward pass per new token."""
-    ids = check_prompt(prompt_token_ids, model, params)
+    ids = check_prompt(prompt_token_ids, model.config, params.max_tokens)
     cache = model.new_cache(1)
     logits = model(torch.tensor([ids]), cache)[0, -1]  # prefill
     out: list[int] = []
@@ -95,12 +64,8 @@ def generate(
 
 @dataclass(frozen=True)
 class RoundRecord:
-    """One speculation round: what was proposed, how much was accepted, what came out.
-
-    ``k`` is the draft length asked for that round (it varies with :class:`AdaptiveK`);
-    ``cache_length`` is the target cache's length after rollback (``None`` when no
-    cache was kept). Both default to ``None`` for records made without them.
-    """
+    """One request's round: what was proposed, how much was accepted, what came out, the
+    draft length asked for and the cache length after rollback (``None`` if unknown)."""
 
     proposed: list[int]
     n_accepted: int
@@ -116,9 +81,8 @@ class AdaptiveK:
     This is Hugging Face's "heuristic" schedule for assisted generation (+2 / -1, opt-in
     there; its default keeps k constant), kept within ``[min_k, max_k]``. A round whose
     drafter proposed nothing (the n-gram drafter found no match) says nothing about the
-    draft length and leaves it unchanged.
-    Any object with ``min_k``, ``max_k`` and this ``next_k`` can steer
-    :func:`speculative_generate` (the cost model's policy is
+    draft length and leaves it unchanged. Any object with ``min_k``, ``max_k`` and this
+    ``next_k`` can steer :func:`speculate` (the cost model's policy is
     :class:`specdec_lib.analysis.theory.CostAwareK`).
     """
 
@@ -129,14 +93,8 @@ class AdaptiveK:
 
     def __post_init__(self) -> None:
         for name in ("min_k", "grow", "shrink"):
-            value = getattr(self, name)
-            check_int(name, value)
-        if (
-            isinstance(self.max_k, bool)
-            or not isinstance(self.max_k, int)
-            or self.max_k < self.min_k
-        ):
-            raise ValueError(f"max_k must be an integer >= min_k={self.min_k}, got {self.max_k!r}")
+            check_int(name, getattr(self, name))
+        check_int("max_k", self.max_k, self.min_k)
 
     def next_k(self, k: int, rounds: Sequence[tuple[int, int]]) -> int:
         """The next round's draft length, given this request's rounds so far as
@@ -147,15 +105,6 @@ class AdaptiveK:
         if n_accepted == n_proposed:
             return min(self.max_k, k + self.grow)
         return max(self.min_k, k - self.shrink)
-
-
-class DraftLength(Protocol):
-    """What :func:`speculative_generate` needs of an adaptive draft-length policy."""
-
-    min_k: int
-    max_k: int
-
-    def next_k(self, k: int, rounds: Sequence[tuple[int, int]]) -> int: ...
 
 
 @dataclass
@@ -223,10 +172,100 @@ class SpeculationStats:
         )
 
 
-Acceptor = Callable[..., tuple[list[int], int]]
+def _propose(
+    drafter: Drafter,
+    context: list[int],
+    k: int,
+    params: SamplingParams,
+    generator: torch.Generator | None,
+    vocab_size: int,
+) -> Proposal:
+    """A proposal of at most ``k`` tokens. The library's drafters are trusted with the
+    engine's own context; anyone else's proposal is input, so it is checked."""
+    if isinstance(drafter, LibraryDrafter):
+        return drafter.draft(context, k, params, generator)
+    proposal = drafter.propose(context, k, params, generator)
+    tokens = check_ids(f"tokens proposed by drafter {drafter.name!r}", proposal.tokens, vocab_size)
+    if len(tokens) > k:
+        raise ValueError(f"drafter {drafter.name!r} proposed {len(tokens)} tokens, more than k={k}")
+    if not params.greedy:
+        check_draft_probs(proposal.dense_probs(vocab_size), tokens, vocab_size)
+    return Proposal(tokens, proposal.probs, proposal.draft_passes)
 
 
 @torch.inference_mode()
+def speculate(
+    target: TinyGPT,
+    drafters: Sequence[Drafter],
+    prompts: Sequence[list[int]],
+    params: SamplingParams,
+    k: int,
+    generator: torch.Generator | None = None,
+    stats: SpeculationStats | None = None,
+    use_kv_cache: bool = True,
+    adaptive_k: AdaptiveK | None = None,
+) -> list[list[int]]:
+    """The speculation loop, for checked prompts and one drafter per request.
+
+    Every round is one target pass for all unfinished requests; finished ones ride
+    along with nothing proposed until the slowest is done.
+    """
+    seqs = [list(p) for p in prompts]
+    n_prompt = [len(s) for s in seqs]
+    ks = [k] * len(seqs)
+    rounds: list[list[tuple[int, int]]] = [[] for _ in seqs]  # (proposed, accepted), for adaptive_k
+    vocab = target.config.vocab_size
+    cache = target.new_cache(len(seqs)) if use_kv_cache else None
+    while True:
+        remaining = [params.max_tokens - (len(s) - n) for s, n in zip(seqs, n_prompt, strict=True)]
+        active = [b for b, r in enumerate(remaining) if r > 0]
+        if not active:
+            return [s[n:] for s, n in zip(seqs, n_prompt, strict=True)]
+        # Never draft past max_tokens: a round emits up to m+1 tokens.
+        proposals = {
+            b: _propose(
+                drafters[b], seqs[b], min(ks[b], remaining[b] - 1), params, generator, vocab
+            )
+            for b in active
+        }
+        # Feed what the cache lacks (everything but the pending token is cached) and the
+        # proposal; the last m+1 fed positions score the m drafted tokens and the bonus.
+        cached = [0] * len(seqs) if cache is None else cache.lengths.tolist()
+        fed = [
+            s[c:] + (proposals[b].tokens if b in proposals else [])
+            for b, (s, c) in enumerate(zip(seqs, cached, strict=True))
+        ]
+        width = max(len(f) for f in fed)
+        logits = target(torch.tensor([f + [PAD] * (width - len(f)) for f in fed]), cache)
+        keep = list(cached)
+        for b in active:
+            proposal = proposals[b]
+            m = len(proposal.tokens)
+            rows = logits[b, len(fed[b]) - m - 1 : len(fed[b])]
+            if params.greedy:
+                emitted, n_acc = greedy_rule(rows, proposal.tokens)
+            else:
+                q = proposal.dense_probs(vocab)
+                emitted, n_acc = sampled_rule(rows, q, proposal.tokens, params, generator)
+            keep[b] = len(seqs[b]) + n_acc  # pending + accepted; the rest rolls back
+            seqs[b].extend(emitted)
+            if stats is not None:
+                stats.record(
+                    proposal.tokens,
+                    n_acc,
+                    emitted,
+                    proposal.draft_passes,
+                    target_passes=int(b == active[0]),  # one pass serves every request
+                    k=ks[b],
+                    cache_length=None if cache is None else keep[b],
+                )
+            if adaptive_k is not None:
+                rounds[b].append((m, n_acc))
+                ks[b] = adaptive_k.next_k(ks[b], rounds[b])
+        if cache is not None:
+            cache.crop(torch.tensor(keep))
+
+
 def speculative_generate(
     target: TinyGPT,
     drafter: Drafter,
@@ -236,57 +275,20 @@ def speculative_generate(
     generator: torch.Generator | None = None,
     stats: SpeculationStats | None = None,
     use_kv_cache: bool = True,
-    acceptor: Acceptor = accept_sampled,
-    adaptive_k: DraftLength | None = None,
+    adaptive_k: AdaptiveK | None = None,
 ) -> list[int]:
-    """Speculative decoding: draft up to ``k`` tokens, verify them in one target pass.
+    """Speculative decoding of one request: draft up to ``k`` tokens, verify them in one pass.
 
-    Greedy (``temperature=0``) returns exactly what :func:`generate` returns. With
-    sampling, ``acceptor`` (default :func:`accept_sampled`) decides; pass
-    ``accept_sampled_biased`` only to demonstrate the bug. ``use_kv_cache=False``
-    is the textbook version that re-runs the target over the whole context each
-    round. With ``adaptive_k``, ``k`` is the first round's draft length and later
-    rounds follow ``adaptive_k.next_k`` (:class:`AdaptiveK`, or any :class:`DraftLength`).
+    Greedy (``temperature=0``) returns exactly what :func:`generate` returns; with
+    sampling, the residual rule makes the output distributed exactly as the target's.
+    ``use_kv_cache=False`` is the textbook version that re-runs the target over the whole
+    context each round. With ``adaptive_k``, ``k`` is the first round's draft length and
+    later rounds follow ``adaptive_k.next_k`` (:class:`AdaptiveK`).
     """
-    check_int("k", k)
-    if adaptive_k is not None and not adaptive_k.min_k <= k <= adaptive_k.max_k:
-        raise ValueError(
-            f"k must lie in [{adaptive_k.min_k}, {adaptive_k.max_k}] for this adaptive_k, got {k}"
-        )
-    tokens = check_prompt(prompt_token_ids, target, params)
-    n_prompt = len(tokens)
-    cache = target.new_cache(1) if use_kv_cache else None
-    rounds: list[tuple[int, int]] = []  # (proposed, accepted) per round, for adaptive_k
-    while len(tokens) - n_prompt < params.max_tokens:
-        remaining = params.max_tokens - (len(tokens) - n_prompt)
-        # Never draft past max_tokens: a round emits up to m+1 tokens.
-        proposal = drafter.propose(tokens, min(k, remaining - 1), params, generator)
-        m = len(proposal.tokens)
-        if m > min(k, remaining - 1):
-            raise ValueError(f"drafter {drafter.name!r} proposed {m} tokens, more than k={k}")
-        # Feed what the cache lacks (everything, without one) and the proposal. The last
-        # m+1 rows score the m drafted tokens, the first one included, and the bonus.
-        fed = 0 if cache is None else int(cache.lengths[0])
-        new = torch.tensor([tokens[fed:] + proposal.tokens])
-        logits = target(new, cache)[0, -(m + 1) :]
-        if params.greedy:
-            emitted, n_acc = accept_greedy(logits, proposal.tokens)
-        else:
-            emitted, n_acc = acceptor(logits, proposal.probs, proposal.tokens, params, generator)
-        if cache is not None and n_acc < m:
-            cache.crop(len(tokens) + n_acc)  # keep pending + accepted; drop rejected proposals
-        tokens.extend(emitted)
-        if stats is not None:
-            cache_length = None if cache is None else int(cache.lengths[0])
-            stats.record(
-                proposal.tokens,
-                n_acc,
-                emitted,
-                proposal.draft_passes,
-                k=k,
-                cache_length=cache_length,
-            )
-        if adaptive_k is not None:
-            rounds.append((m, n_acc))
-            k = adaptive_k.next_k(k, rounds)
-    return tokens[n_prompt:]
+    k = check_k(k, adaptive_k)
+    prompt = check_prompt(prompt_token_ids, target.config, params.max_tokens)
+    if not isinstance(drafter, Drafter):
+        raise ValueError(f"drafter must have a name and a propose method, got {drafter!r}")
+    return speculate(
+        target, [drafter], [prompt], params, k, generator, stats, use_kv_cache, adaptive_k
+    )[0]

@@ -14,24 +14,19 @@ Hugging Face's ``LlamaForCausalLM``::
     model.norm.weight                               (n_embd,)
     lm_head.weight                                  tied to model.embed_tokens.weight
 
-Rotary uses Llama's "rotate half" layout, so a Hugging Face checkpoint of this shape
-loads by name. The one addition, switched by ``ModelConfig.smear_keys``, is
-``model.layers.{i}.self_attn.k_smear`` (n_head,): each head's key at position j is
-mixed with the key at j - 1. Copying a passage needs an *induction head*: attend to
-the place just after an earlier occurrence of the current token. A large model
-builds it from two heads in two layers (one that looks at the previous token, one
-that matches on what it found), and the pair forms late in training. Smearing gives
-every key the previous token for free, so one head can match "the token before
-you was mine" directly; a small model on a CPU budget learns to copy within a few
-hundred steps instead of not at all (see ``specdec_lib.engine.train``).
+Rotary uses Llama's "rotate half" layout. The one addition, switched by
+``ModelConfig.smear_keys``, is ``model.layers.{i}.self_attn.k_smear`` (n_head,): each
+head's key at position j is mixed with the key at j - 1. Copying needs an *induction
+head* (attend just after an earlier occurrence of the current token), which a large
+model builds late in training from two heads in two layers; the smear hands every key
+its previous token, so one head can do it and a small model learns to copy within a
+few hundred steps (see ``specdec_lib.engine.train``).
 
-The KV cache is static, in the style of gpt-fast: rotated keys and values are written
-*by position* into buffers the size of the context window, and each sequence keeps
-its own length. Rolling back rejected draft tokens is nothing more than lowering a
-length: stale entries beyond it are masked out and later overwritten. The smear is
-applied when attending, from the cached keys, so it needs no cache of its own and
-rollback stays a change of length. Per-sequence lengths are what make batched
-verification possible, where every sequence accepts a different number of tokens.
+The KV cache is static, as in gpt-fast: rotated keys and values are written *by
+position* into buffers the size of the context window, with one length per sequence.
+Rolling back rejected draft tokens is lowering a length; stale entries are masked out
+and later overwritten. The smear is applied when attending, so it needs no cache of
+its own. Per-sequence lengths let every sequence of a batch accept a different number.
 """
 
 from __future__ import annotations
@@ -82,7 +77,8 @@ class KVCache:
 
     ``k[layer]`` has shape ``(B, n_head, block_size, head_size)``. Position ``t`` of
     sequence ``b`` lives at ``k[layer][b, :, t]``; entries at or beyond
-    ``lengths[b]`` are stale and never attended to.
+    ``lengths[b]`` are stale and never attended to. Lengths move only here: a forward
+    pass claims positions with :meth:`advance`, rollback gives them back with :meth:`crop`.
     """
 
     def __init__(self, config: ModelConfig, batch_size: int = 1) -> None:
@@ -95,6 +91,16 @@ class KVCache:
     @property
     def batch_size(self) -> int:
         return int(self.lengths.shape[0])
+
+    def advance(self, n: int) -> torch.Tensor:
+        """Claim the next ``n`` positions of every sequence: (B, n) positions to write."""
+        pos = self.lengths[:, None] + torch.arange(n)[None, :]
+        if int(pos.max()) >= self.k[0].shape[2]:
+            raise ValueError(
+                f"cached length + new tokens must be <= block_size={self.k[0].shape[2]}"
+            )
+        self.lengths = self.lengths + n
+        return pos
 
     def crop(self, lengths: int | torch.Tensor) -> None:
         """Roll back to ``lengths`` tokens (an int for every sequence, or one each).
@@ -159,27 +165,24 @@ class Attention(nn.Module):
         x: torch.Tensor,
         cos: torch.Tensor,
         sin: torch.Tensor,
-        cache: KVCache | None,
-        layer: int,
+        kv: tuple[torch.Tensor, torch.Tensor] | None,
         pos: torch.Tensor,
+        mask: torch.Tensor | None,
     ) -> torch.Tensor:
+        """``kv`` is this layer's (key, value) cache buffers, ``pos`` (B, T) the positions
+        the new tokens take there, ``mask`` (B, 1, T, L) what each query may see."""
         B, T, C = x.shape
         hs = C // self.n_head
         q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
         k = self.k_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
         v = self.v_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        if cache is None:
-            keys, values, mask = k, v, None
-        else:
+        keys, values = k, v
+        if kv is not None:
             rows = torch.arange(B)[:, None]  # (B, 1)
-            cache.k[layer][rows, :, pos] = k.transpose(1, 2)  # write (B, T, nh, hs) by position
-            cache.v[layer][rows, :, pos] = v.transpose(1, 2)
-            L = int(pos.max()) + 1
-            keys = cache.k[layer][:, :, :L]  # (B, nh, L, hs)
-            values = cache.v[layer][:, :, :L]  # (B, nh, L, hs)
-            # Query at position p sees keys 0..p of its own sequence, nothing stale.
-            mask = (torch.arange(L)[None, None, :] <= pos[:, :, None])[:, None]  # (B, 1, T, L)
+            kv[0][rows, :, pos] = k.transpose(1, 2)  # write (B, T, nh, hs) by position
+            kv[1][rows, :, pos] = v.transpose(1, 2)
+            keys, values = kv[0][:, :, : mask.shape[-1]], kv[1][:, :, : mask.shape[-1]]
         if self.k_smear is not None:
             keys = smear(keys, self.k_smear)
         y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=mask is None)
@@ -210,8 +213,8 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.n_embd)
         self.mlp = MLP(config)
 
-    def forward(self, x, cos, sin, cache, layer, pos) -> torch.Tensor:  # noqa: ANN001
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, layer, pos)
+    def forward(self, x, cos, sin, kv, pos, mask) -> torch.Tensor:  # noqa: ANN001
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv, pos, mask)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -260,25 +263,25 @@ class TinyGPT(nn.Module):
         if idx.dim() != 2:
             raise ValueError(f"idx must have shape (B, T), got {tuple(idx.shape)}")
         B, T = idx.shape
+        n_layer = self.config.n_layer
         if cache is None:
             if T > self.config.block_size:
                 raise ValueError(
                     f"sequence length must be <= block_size={self.config.block_size}, got {T}"
                 )
             pos = torch.arange(T)[None, :].expand(B, T)  # (B, T)
+            kvs, mask = [None] * n_layer, None  # plain causal attention
         else:
             if cache.batch_size != B:
                 raise ValueError(f"cache batch size {cache.batch_size} != input batch size {B}")
-            pos = cache.lengths[:, None] + torch.arange(T)[None, :]  # (B, T)
-            if int(pos.max()) >= self.config.block_size:
-                raise ValueError(
-                    f"cached length + new tokens must be <= block_size={self.config.block_size}"
-                )
+            pos = cache.advance(T)  # (B, T)
+            kvs = list(zip(cache.k, cache.v, strict=True))
+            # Query at position p sees keys 0..p of its own sequence, nothing stale.
+            L = int(pos.max()) + 1
+            mask = (torch.arange(L)[None, None, :] <= pos[:, :, None])[:, None]  # (B, 1, T, L)
         cos = self.rope_cos[pos][:, None]  # (B, 1, T, hs)
         sin = self.rope_sin[pos][:, None]  # (B, 1, T, hs)
         x = self.model.embed_tokens(idx)  # (B, T, C)
-        for layer, block in enumerate(self.model.layers):
-            x = block(x, cos, sin, cache, layer, pos)
-        if cache is not None:
-            cache.lengths = cache.lengths + T
+        for block, kv in zip(self.model.layers, kvs, strict=True):
+            x = block(x, cos, sin, kv, pos, mask)
         return self.lm_head(self.model.norm(x))  # (B, T, vocab_size)

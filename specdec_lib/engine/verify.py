@@ -7,13 +7,14 @@ one token from the target, either the correction at the first rejection or, when
 all k were accepted, the bonus token from row k. A round therefore always emits
 between 1 and k+1 tokens.
 
-* :func:`accept_greedy`: keep a proposal iff it is the target's argmax. Exact for
-  greedy decoding by construction.
-* :func:`accept_sampled`: the residual rule (Leviathan et al. 2023; Chen et al.
-  2023). Accept x with probability min(1, p(x)/q(x)); on rejection draw from
-  norm(max(0, p - q)). The output is distributed exactly as p.
-* :func:`accept_sampled_biased`: the plausible bug, resampling from p instead of
-  the residual. It exists only as the course's negative control.
+:func:`greedy_rule` keeps a proposal iff it is the target's argmax: exact for greedy
+decoding by construction. :func:`sampled_rule` with :func:`residual_distribution` is
+the residual rule (Leviathan et al. 2023; Chen et al. 2023): accept x with probability
+min(1, p(x)/q(x)), on rejection draw from norm(max(0, p - q)), and the output is
+distributed exactly as p; with :func:`target_distribution` it is the plausible bug, the
+course's negative control. The rules trust their inputs (the engine calls them every
+round on its own tensors); the ``accept_*`` functions and
+:func:`verify_with_replacement` check anyone else's once, then call the rule.
 """
 
 from __future__ import annotations
@@ -22,72 +23,19 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from specdec_lib.checks import check_draft_probs, check_target_logits
 from specdec_lib.engine.sampling import SamplingParams, process_logits, sample
 
-# Tolerance for "a probability row sums to 1": loose enough for float32 softmax
-# output, tight enough to catch unnormalised scores or a wrong row.
-SUM_TOLERANCE = 1e-4
+Replacement = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def _check_proposed(proposed: Sequence[int], vocab_size: int) -> list[int]:
-    ids = [int(t) for t in proposed]
-    for t in ids:
-        if not 0 <= t < vocab_size:
-            raise ValueError(f"proposed token ids must lie in [0, {vocab_size - 1}], got {t}")
-    return ids
-
-
-def _check_target_logits(target_logits: torch.Tensor, k: int) -> None:
-    if target_logits.dim() != 2 or target_logits.shape[0] != k + 1:
-        raise ValueError(
-            f"target_logits must have shape (k+1, vocab_size) = ({k + 1}, V) for "
-            f"k={k} proposals, got {tuple(target_logits.shape)}"
-        )
-    # NaN would make min(1, p/q) read as 1 (accept) and argmax pick the NaN; +inf or a
-    # row that is -inf everywhere has no distribution at all. -inf entries are fine.
-    if torch.isnan(target_logits).any() or torch.isposinf(target_logits).any():
-        raise ValueError("target_logits must not hold NaN or +inf")
-    if torch.isneginf(target_logits).all(-1).any():
-        raise ValueError("target_logits must have a finite entry in every row (a row is all -inf)")
-
-
-def check_draft_probs(draft_probs: torch.Tensor, proposed: Sequence[int], vocab_size: int) -> None:
-    """Raise ``ValueError`` unless ``draft_probs`` are k distributions the proposals came from."""
-    k = len(proposed)
-    if draft_probs.dim() != 2 or tuple(draft_probs.shape) != (k, vocab_size):
-        raise ValueError(
-            f"draft_probs must have shape (k, vocab_size) = ({k}, {vocab_size}), "
-            f"got {tuple(draft_probs.shape)}"
-        )
-    if k == 0:
-        return
-    q = draft_probs.detach().to(torch.float64)
-    if not torch.isfinite(q).all() or (q < 0).any():
-        raise ValueError("draft_probs must be finite and >= 0")
-    sums = q.sum(-1)
-    if ((sums - 1).abs() > SUM_TOLERANCE).any():
-        raise ValueError(
-            f"each row of draft_probs must sum to 1 (within {SUM_TOLERANCE}), got sums "
-            f"{[round(float(s), 6) for s in sums]}"
-        )
-    drawn = q[torch.arange(k), torch.as_tensor(list(proposed))]
-    if (drawn <= 0).any():
-        i = int((drawn <= 0).nonzero()[0])
-        raise ValueError(
-            f"draft_probs[{i}, proposed[{i}]] must be > 0: a proposal cannot have been "
-            "drawn from a distribution that gives it probability 0"
-        )
-
-
-def accept_greedy(target_logits: torch.Tensor, proposed: Sequence[int]) -> tuple[list[int], int]:
+def greedy_rule(target_logits: torch.Tensor, proposed: list[int]) -> tuple[list[int], int]:
     """Keep the longest prefix of ``proposed`` that matches the target's argmax."""
-    ids = _check_proposed(proposed, target_logits.shape[-1])
-    _check_target_logits(target_logits, len(ids))
     best = target_logits.argmax(-1).tolist()  # the target's own choice at each of k+1 rows
     n = 0
-    while n < len(ids) and ids[n] == best[n]:
+    while n < len(proposed) and proposed[n] == best[n]:
         n += 1
-    return ids[:n] + [best[n]], n
+    return proposed[:n] + [best[n]], n
 
 
 def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -103,12 +51,41 @@ def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return shortfall / total
 
 
+def target_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """The biased rule's replacement: the target's own distribution, ignoring q."""
+    return p
+
+
 def acceptance_probability(p_x: float, q_x: float) -> float:
     """min(1, p(x) / q(x)) for a proposal x drawn with probability q(x) > 0."""
     return min(1.0, p_x / q_x)
 
 
-Replacement = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+def sampled_rule(
+    target_logits: torch.Tensor,
+    draft_probs: torch.Tensor,
+    proposed: list[int],
+    params: SamplingParams,
+    generator: torch.Generator | None,
+    replacement: Replacement = residual_distribution,
+) -> tuple[list[int], int]:
+    """The sampled verification loop; ``replacement`` is what a rejection draws from.
+
+    The correct rule and the biased one are this loop with one argument changed.
+    """
+    p = process_logits(target_logits, params)  # (k+1, V), the target's processed distribution
+    q = draft_probs.detach().to(torch.float64)  # (k, V)
+    for i, x in enumerate(proposed):
+        u = float(torch.rand((), generator=generator, dtype=torch.float64))
+        if u < acceptance_probability(float(p[i, x]), float(q[i, x])):
+            continue
+        return proposed[:i] + [sample(replacement(p[i], q[i]), generator)], i
+    return proposed + [sample(p[len(proposed)], generator)], len(proposed)
+
+
+def accept_greedy(target_logits: torch.Tensor, proposed: Sequence[int]) -> tuple[list[int], int]:
+    """:func:`greedy_rule` on checked inputs."""
+    return greedy_rule(*check_target_logits(target_logits, proposed))
 
 
 def verify_with_replacement(
@@ -119,20 +96,10 @@ def verify_with_replacement(
     generator: torch.Generator | None,
     replacement: Replacement,
 ) -> tuple[list[int], int]:
-    """The sampled verification loop, with the distribution drawn from after a rejection
-    as a parameter: the correct and the biased rule are this loop with one argument changed.
-    """
-    ids = _check_proposed(proposed, target_logits.shape[-1])
-    _check_target_logits(target_logits, len(ids))
+    """:func:`sampled_rule` on checked inputs, with the given ``replacement``."""
+    target_logits, ids = check_target_logits(target_logits, proposed)
     check_draft_probs(draft_probs, ids, target_logits.shape[-1])
-    p = process_logits(target_logits, params)  # (k+1, V), the target's processed distribution
-    q = draft_probs.detach().to(torch.float64)  # (k, V)
-    for i, x in enumerate(ids):
-        u = float(torch.rand((), generator=generator, dtype=torch.float64))
-        if u < acceptance_probability(float(p[i, x]), float(q[i, x])):
-            continue
-        return ids[:i] + [sample(replacement(p[i], q[i]), generator)], i
-    return ids + [sample(p[len(ids)], generator)], len(ids)
+    return sampled_rule(target_logits, draft_probs, ids, params, generator, replacement)
 
 
 def accept_sampled(
@@ -151,11 +118,6 @@ def accept_sampled(
     return verify_with_replacement(
         target_logits, draft_probs, proposed, params, generator, residual_distribution
     )
-
-
-def target_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """The biased rule's replacement: the target's own distribution, ignoring q."""
-    return p
 
 
 def accept_sampled_biased(
