@@ -2,8 +2,8 @@
 
 Catch rates here use a few seeds to stay fast; ``python -m specdec_lib.grading
 --seeds 100`` prints the full table (every mistake over 100 seeds, and the false
-alarms of the correct reference over the same seeds). The speculative-decoding
-check runs on untrained models, which need no shipped weights.
+alarms of the correct reference over the same seeds). The checks that run models
+run on untrained ones, which need no shipped weights.
 """
 
 import ast
@@ -25,22 +25,35 @@ from specdec_lib import (
     speculative_generate,
 )
 from specdec_lib import grading as G
+from specdec_lib.analysis.replication import crossover
 from specdec_lib.grading import Diagnosis
-from specdec_lib.grading.mistakes import MISTAKES, REFERENCES, catch_rates, sampled_reference
+from specdec_lib.grading.mistakes import (
+    MISTAKES,
+    REFERENCES,
+    catch_rates,
+    dist_reference,
+    sampled_reference,
+)
 
 SEEDS = {
     "check_ngram_drafter": range(5),
     "check_accept_greedy": range(5),
     "check_accept_sampled": range(10),
+    "check_decode_step_bytes": range(2),
+    "check_break_even_c": range(5),
+    "check_distribution_test": range(3),
+    "check_cache_lengths": range(2),
+    "check_slower_from": range(5),
 }
 
 
 @pytest.mark.parametrize(
     ("check", "mistake"), [(check, mistake) for check in SEEDS for mistake in MISTAKES[check]]
 )
-def test_each_named_mistake_is_caught_with_its_diagnosis(check, mistake):
+def test_each_named_mistake_is_caught_with_its_diagnosis(check, mistake, untrained_target):
     wrong = MISTAKES[check][mistake]
-    diagnoses = [G.CHECKS[check](wrong.function, seed=s).diagnosis for s in SEEDS[check]]
+    kwargs = {"target": untrained_target} if check == "check_cache_lengths" else {}
+    diagnoses = [G.CHECKS[check](wrong.function, seed=s, **kwargs).diagnosis for s in SEEDS[check]]
     caught = sum(d is wrong.diagnosis for d in diagnoses)
     assert caught == len(diagnoses), (
         f"{check} gave '{mistake}' its diagnosis in {caught}/{len(diagnoses)} seeds: "
@@ -53,27 +66,65 @@ def test_the_residual_rule_check_raises_no_false_alarm_on_the_correct_rule_over_
     assert len(failed) == 0, f"false alarms at seeds {failed}"  # below 1% of 100 seeds
 
 
+def test_the_distribution_test_check_raises_no_false_alarm_on_a_correct_test():
+    # Its own false-alarm rate is bounded by TAIL_LIMIT = 1e-3 per call on a test of level
+    # alpha (and far less for a slightly conservative one); 8 seeds of 200 test runs each.
+    failed = [s for s in range(8) if not G.check_distribution_test(dist_reference, seed=s)]
+    assert failed == []
+
+
+def test_the_distribution_test_check_states_its_rates_and_refuses_a_bad_alpha():
+    report = G.check_distribution_test(dist_reference, alpha=0.05)
+    assert report.passed and report.evidence["rule calls per test"] == 60
+    assert "caught the biased rule at" in report.message
+    with pytest.raises(ValueError, match="alpha"):
+        G.check_distribution_test(dist_reference, alpha=0.0)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_the_library_functions_pass_their_own_checks(seed):
     assert G.check_accept_sampled(accept_sampled, seed=seed).passed
     assert G.check_accept_greedy(accept_greedy, seed=seed).passed
-    assert G.check_ngram_drafter(NgramDrafter, seed=seed).passed
+
+    def propose(context, k, max_n=8, min_n=3):
+        return NgramDrafter(max_n, min_n, vocab_size=256).propose(context, k).tokens
+
+    assert G.check_ngram_drafter(propose, seed=seed).passed
+
+    def slower_from(rows):
+        return min(crossover(rows)["slower_at"], default=None)
+
+    assert G.check_slower_from(slower_from, seed=seed).passed
 
 
-def test_the_deterministic_checks_never_fail_a_correct_solution():
-    # Prompt lookup and greedy verification have one right answer per input, so a
-    # correct solution cannot fail; 20 seeds of random cases confirm it.
+@pytest.mark.parametrize(
+    "check",
+    [
+        "check_ngram_drafter",
+        "check_accept_greedy",
+        "check_decode_step_bytes",
+        "check_break_even_c",
+        "check_slower_from",
+    ],
+)
+def test_the_deterministic_checks_never_fail_a_correct_solution(check):
+    # One right answer per input, so a correct solution cannot fail; 20 seeds confirm it.
     for seed in range(20):
-        assert G.check_ngram_drafter(REFERENCES["check_ngram_drafter"], seed=seed).passed
-        assert G.check_accept_greedy(REFERENCES["check_accept_greedy"], seed=seed).passed
+        report = G.CHECKS[check](REFERENCES[check], seed=seed)
+        assert report.passed, report
+    assert report.evidence["cases"] >= 16
 
 
-def test_the_drafter_may_be_a_function_a_class_or_an_instance():
-    assert G.check_ngram_drafter(NgramDrafter).passed
-    assert G.check_ngram_drafter(NgramDrafter(max_n=4, min_n=2, vocab_size=256)).passed
-    assert G.check_ngram_drafter(NgramDrafter(max_n=8, min_n=3, vocab_size=256).propose).passed
-    report = G.check_ngram_drafter(REFERENCES["check_ngram_drafter"])
-    assert report.passed and report.evidence["contexts"] >= 90
+def test_the_cache_lengths_check_passes_the_engine_invariant_written_out(untrained_target):
+    def expected_cache_lengths(n_prompt, log):
+        lengths, context = [], n_prompt
+        for r in log:
+            context += len(r.emitted)
+            lengths.append(context - 1)
+        return lengths
+
+    report = G.check_cache_lengths(expected_cache_lengths, target=untrained_target)
+    assert report.passed, report
 
 
 @pytest.fixture(scope="module")
@@ -108,12 +159,29 @@ def _stubs():
     def speculative_generate(target, drafter, prompt_token_ids, params, k):
         raise NotImplementedError()
 
-    return {
-        G.check_ngram_drafter: propose,
-        G.check_accept_greedy: accept_greedy,
-        G.check_accept_sampled: accept_sampled,
-        G.check_speculative_generate: speculative_generate,
-    }
+    def decode_step_bytes(model, context_len):
+        raise NotImplementedError()
+
+    def break_even_c(stats):
+        raise NotImplementedError()
+
+    def distribution_test(rule, seed):
+        raise NotImplementedError()
+
+    def expected_cache_lengths(n_prompt, log):
+        raise NotImplementedError()
+
+    def slower_from(rows):
+        raise NotImplementedError()
+
+    stubs = [speculative_generate, decode_step_bytes, propose, accept_greedy, break_even_c]
+    stubs += [
+        accept_sampled,
+        distribution_test,
+        expected_cache_lengths,
+        slower_from,
+    ]  # CHECKS order
+    return dict(zip(G.CHECKS.values(), stubs, strict=True))
 
 
 def test_every_check_reports_a_stub_as_not_implemented_without_raising(
@@ -121,7 +189,11 @@ def test_every_check_reports_a_stub_as_not_implemented_without_raising(
 ):
     models = {"target": untrained_target, "draft": untrained_draft}
     for check, stub in _stubs().items():
-        report = check(stub, **(models if check is G.check_speculative_generate else {}))
+        wants = {
+            "check_speculative_generate": models,
+            "check_cache_lengths": {"target": models["target"]},
+        }
+        report = check(stub, **wants.get(check.__name__, {}))
         assert not report.passed and report.diagnosis is Diagnosis.NOT_IMPLEMENTED, report
         assert "not implemented yet" in str(report)
         with pytest.raises(NotImplementedError):
@@ -147,9 +219,12 @@ def test_wrong_types_and_signatures_are_reported():
     two_args = G.check_accept_sampled(lambda logits, proposed: ([], 0))
     assert two_args.diagnosis is Diagnosis.WRONG_SIGNATURE
     none = G.check_ngram_drafter(lambda context, k, max_n=8, min_n=3: None)
-    assert none.diagnosis is Diagnosis.WRONG_TYPE and "empty list" in none.message
+    assert none.diagnosis is Diagnosis.WRONG_TYPE and "return [] for nothing" in none.message
     assert G.check_ngram_drafter(None).diagnosis is Diagnosis.NOT_A_FUNCTION
     assert G.check_ngram_drafter([1, 2]).diagnosis is Diagnosis.NOT_A_FUNCTION
+    boolean = G.check_distribution_test(lambda rule, seed: True)
+    assert boolean.diagnosis is Diagnosis.WRONG_TYPE and "p-value" in boolean.message
+    assert G.check_break_even_c(lambda stats: "1").diagnosis is Diagnosis.WRONG_TYPE
 
 
 def test_tensors_of_token_ids_are_accepted():
@@ -215,15 +290,26 @@ def test_a_wrong_drafter_is_not_headlined_as_a_wrong_decoding_loop():
         return list(context[-1:]) * min(k, 1)  # neither prompt lookup nor a known mistake
 
     report = G.check_ngram_drafter(propose)
-    assert report.diagnosis is Diagnosis.NGRAM_MISMATCH
-    assert "prompt lookup" in report.headline and "greedy decoding" not in report.headline
+    assert report.diagnosis is Diagnosis.WRONG_ANSWER
+    assert "library's answer" in report.headline and "greedy decoding" not in report.headline
+    assert "the first: context = " in report.message
 
 
-def test_every_diagnosis_has_a_headline_of_its_own_and_a_key_for_the_csv():
-    headlines = [d.value for d in Diagnosis]
+def test_every_diagnosis_has_a_headline_of_its_own_advice_and_a_key_for_the_csv():
+    headlines = [d.headline for d in Diagnosis]
     assert len(set(headlines)) == len(headlines)
+    assert all(d.advice.endswith(".") for d in Diagnosis if d is not Diagnosis.NOTEBOOK_ERROR)
     assert Diagnosis.NOT_IMPLEMENTED.key == "not_implemented"
     assert Diagnosis.NOTEBOOK_ERROR in Diagnosis
+
+
+def test_every_failing_message_starts_with_the_advice_of_its_diagnosis(untrained_target):
+    for check, mistakes in MISTAKES.items():
+        if check in ("check_speculative_generate", "check_cache_lengths"):
+            continue
+        for mistake in mistakes.values():
+            report = G.CHECKS[check](mistake.function)
+            assert report.message.startswith(report.diagnosis.advice), (check, report)
 
 
 def test_catch_rates_count_each_mistake_and_the_false_alarms_of_the_reference():
@@ -235,8 +321,8 @@ def test_catch_rates_count_each_mistake_and_the_false_alarms_of_the_reference():
 
 def test_grading_modules_import_one_way_without_private_names_or_function_level_imports():
     package = Path(G.__file__).parent
-    order = ["report", "mistakes", "harness", "sampled_probes"]
-    order += ["ngram", "greedy", "sampled", "speculative", "__init__", "__main__"]
+    order = ["report", "mistakes", "harness", "exact", "sampled", "distribution", "speculative"]
+    order += ["__init__", "__main__"]
     assert sorted(order) == sorted(p.stem for p in package.glob("*.py"))
     for rank, stem in enumerate(order):
         tree = ast.parse((package / f"{stem}.py").read_text())

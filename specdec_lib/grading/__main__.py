@@ -4,9 +4,8 @@
 
 The table the "For teachers" page describes: each mistake in
 :mod:`specdec_lib.grading.mistakes` run through its check over many seeds, and the
-correct reference over the same seeds. It lives here, above the checks and the
-mistakes, because it needs both; ``check_speculative_generate`` runs real models
-and is deterministic, so it gets at most 3 seeds.
+correct reference over the same seeds. Checks that run models (``SLOW``) get at most
+3 seeds: they are deterministic, or nearly so.
 """
 
 from __future__ import annotations
@@ -19,28 +18,24 @@ from specdec_lib.engine.weights import load_model
 from . import CHECKS
 from .mistakes import MISTAKES, catch_rates
 
+SLOW = {"check_speculative_generate": ("target", "draft"), "check_cache_lengths": ("target",)}
+
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m specdec_lib.grading", description=__doc__)
     parser.add_argument("--seeds", type=int, default=100, help="seeds per mistake (default 100)")
     parser.add_argument("--checks", nargs="+", default=list(CHECKS), choices=list(CHECKS))
-    parser.add_argument(
-        "--untrained",
-        action="store_true",
-        help="run check_speculative_generate on untrained models (no shipped weights needed)",
-    )
+    parser.add_argument("--untrained", action="store_true", help="untrained models (no weights)")
     args = parser.parse_args(argv)
     print("| check | mistake | expected diagnosis | caught | seconds |")
     print("| --- | --- | --- | --- | --- |")
     for name in args.checks:
-        kwargs = {}
-        n = args.seeds
-        if name == "check_speculative_generate":
-            n = min(n, 3)
-            if args.untrained:
-                kwargs = {m: load_model(m, trained=False) for m in ("target", "draft")}
+        models = SLOW.get(name, ())
+        kwargs = {m: load_model(m, trained=False) for m in models} if args.untrained else {}
         start = time.perf_counter()
-        rates = catch_rates(CHECKS[name], range(n), **kwargs)
+        rates = catch_rates(
+            CHECKS[name], range(min(args.seeds, 3) if models else args.seeds), **kwargs
+        )
         seconds = f"{time.perf_counter() - start:.0f}"
         for label, (count, runs) in rates.items():
             mistake = MISTAKES[name].get(label)

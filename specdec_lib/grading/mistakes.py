@@ -1,31 +1,32 @@
 """Deliberately wrong implementations of the exercises: the graders' negative controls.
 
-A grader that has never been shown a wrong answer has not been tested. Each
-function here is one plausible student mistake, in the exact form the exercise
-asks for, and :data:`MISTAKES` says which diagnosis the matching check must give
-it. The ``*_reference`` functions are the correct solutions in the student's
-form, the positive controls. :func:`catch_rates` runs a check on all of them;
-``python -m specdec_lib.grading --seeds 100`` prints the table.
+A grader that has never been shown a wrong answer has not been tested. Each function
+here is one plausible student mistake, in the exact form its exercise asks for, and
+:data:`MISTAKES` says which diagnosis its check must give it; :data:`REFERENCES` are
+the correct solutions in the same form. :func:`catch_rates` runs a check on all of
+them; ``python -m specdec_lib.grading --seeds 100`` prints the table.
 
-Every search, verification and decoding loop here is the engine's own code
-(:mod:`specdec_lib.engine.drafters`, :mod:`specdec_lib.engine.verify`,
-:mod:`specdec_lib.engine.generate`) fed altered inputs, given another parameter, or with
-its result altered afterwards: a mistake differs from the engine exactly where its
-docstring says, and nowhere else, because there is no second implementation to
-drift. This module imports no check. Never use it to generate text.
+Every mistake is the library's own code fed altered inputs, given another parameter,
+or with its result altered afterwards, so it differs from the library exactly where
+its docstring says. This module imports no check. Never use it to generate text.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from unittest import mock
 
 import torch
 
+from specdec_lib.analysis.costs import kv_cache_bytes_per_token, stats_cost_per_token, weight_bytes
 from specdec_lib.analysis.exact import residual_decomposition
+from specdec_lib.analysis.hypothesis import first_tokens, z_score
+from specdec_lib.analysis.replication import crossover
 from specdec_lib.engine.drafters import NgramDrafter, one_hot_probs
 from specdec_lib.engine.generate import SpeculationStats, generate, speculative_generate
+from specdec_lib.engine.sampling import SamplingParams, process_logits
 from specdec_lib.engine.verify import (
     accept_greedy,
     accept_sampled,
@@ -33,7 +34,7 @@ from specdec_lib.engine.verify import (
     verify_with_replacement,
 )
 
-from .report import Diagnosis, Report
+from .report import Diagnosis
 
 # --- the n-gram (prompt-lookup) drafter --------------------------------------
 # Student form: propose(context, k, max_n=8, min_n=3) -> list[int]
@@ -250,13 +251,177 @@ def speculative_drops_correction(target, drafter, prompt_token_ids, params, k):
     The engine's loop with its greedy verifier swapped for one that drops the
     target's token (as chapter 4 swaps it for one that trusts the drafter).
     """
-    with mock.patch(f"{speculative_generate.__module__}.accept_greedy", _accepted_only):
+    with mock.patch(f"{speculative_generate.__module__}.greedy_rule", _accepted_only):
         return speculative_reference(target, drafter, prompt_token_ids, params, k)
 
 
 def speculative_plain_decoding(target, drafter, prompt_token_ids, params, k):
     """Wrong: ignores the drafter and decodes one token per pass (right tokens, no speed-up)."""
     return generate(target, prompt_token_ids, params)
+
+
+# --- bytes read per decode step (chapter 1) ------------------------------------------
+# Student form: decode_step_bytes(model, context_len) -> int
+
+
+def bytes_reference(model, context_len):
+    """Correct: every weight once (the tied embedding too), plus the cache of the context."""
+    return weight_bytes(model) + kv_cache_bytes_per_token(model.config) * context_len
+
+
+def bytes_tied_twice(model, context_len):
+    """Wrong: sums the state dict, where the tied embedding appears under two names."""
+    tensors = model.state_dict().values()
+    cache = kv_cache_bytes_per_token(model.config) * context_len
+    return sum(t.numel() * t.element_size() for t in tensors) + cache
+
+
+def bytes_no_kv_cache(model, context_len):
+    """Wrong: the weights alone."""
+    return weight_bytes(model)
+
+
+def bytes_counts_parameters(model, context_len):
+    """Wrong: counts numbers, not bytes (weights and cache alike)."""
+    return model.num_parameters() + kv_cache_bytes_per_token(model.config, 1) * context_len
+
+
+def bytes_keys_only(model, context_len):
+    """Wrong: a key per layer per token, but no value."""
+    return weight_bytes(model) + kv_cache_bytes_per_token(model.config) // 2 * context_len
+
+
+# --- the break-even draft cost (chapter 5) ---------------------------------------------
+# Student form: break_even_c(stats) -> float
+
+
+def break_even_reference(stats):
+    """Correct: the c at which the library's cost per token is 1 (it is linear in c)."""
+    at_zero = stats_cost_per_token(stats, 0.0)
+    return (1 - at_zero) / (stats_cost_per_token(stats, 1.0) - at_zero)
+
+
+def break_even_inverted(stats):
+    """Wrong: draft passes per target pass saved, D / (E - T)."""
+    return stats.draft_passes / (stats.emitted - stats.target_passes)
+
+
+def break_even_target_free(stats):
+    """Wrong: leaves out the target passes, E / D."""
+    return stats.emitted / stats.draft_passes
+
+
+def break_even_per_token(stats):
+    """Wrong: passes saved per emitted token, (E - T) / E."""
+    return (stats.emitted - stats.target_passes) / stats.emitted
+
+
+# --- a distribution test (chapter 7) ---------------------------------------------------
+# Student form: distribution_test(rule, seed) -> float, the p-value; the check calls it on
+# accept_sampled and accept_sampled_biased. The situation: a vocabulary of 8 at
+# temperature 0.5, a one-hot drafter proposing the favourite token d, p(d) = 0.47.
+
+_WEIGHTS = torch.tensor([0.0, 6, 4, 3, 3, 2, 1, 1], dtype=torch.float64)
+LOGITS = torch.where(_WEIGHTS > 0, _WEIGHTS.log(), torch.full_like(_WEIGHTS, -1e4))
+PARAMS = SamplingParams(temperature=0.5)
+P_TARGET = process_logits(LOGITS, PARAMS)
+DRAFTED = int(P_TARGET.argmax())
+
+
+def _upper_tail(z: float) -> float:
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def _z_test(rule, seed, n=60, p=float(P_TARGET[DRAFTED]), tail=1, looks=(60,)):
+    tokens = first_tokens(rule, LOGITS, one_hot_probs([DRAFTED], 8)[0], PARAMS, n, seed)
+    return min(_upper_tail(tail * z_score(int((tokens[:m] == DRAFTED).sum()), m, p)) for m in looks)
+
+
+def dist_reference(rule, seed):
+    """Correct: 60 rounds, a one-sided z-test on the drafted token (the bug raises it)."""
+    return _z_test(rule, seed)
+
+
+def dist_too_few_rounds(rule, seed):
+    """Wrong: 15 rounds, the fewest a z-score allows: too little power."""
+    return _z_test(rule, seed, n=15, looks=(15,))
+
+
+def dist_peeks(rule, seed):
+    """Wrong: tests every prefix from 15 rounds on and reports the smallest p-value."""
+    return _z_test(rule, seed, looks=range(15, 61))
+
+
+def dist_untempered_target(rule, seed):
+    """Wrong: compares with softmax(logits), forgetting the temperature of the rule's p."""
+    return _z_test(rule, seed, p=float(torch.softmax(LOGITS, -1)[DRAFTED]))
+
+
+def dist_ignores_seed(rule, seed):
+    """Wrong: draws every run from seed 0."""
+    return _z_test(rule, 0)
+
+
+def dist_wrong_tail(rule, seed):
+    """Wrong: a one-sided test of 'too rarely', where the bug makes d too frequent."""
+    return _z_test(rule, seed, tail=-1)
+
+
+# --- cache lengths (chapter 8) ---------------------------------------------------------
+# Student form: expected_cache_lengths(n_prompt, log) -> list[int]
+
+
+def _lengths(n_prompt, log, grows, keep=-1):
+    lengths, context = [], n_prompt
+    for record in log:
+        context += grows(record)
+        lengths.append(context + keep)
+    return lengths
+
+
+def cache_reference(n_prompt, log):
+    """Correct: the whole context but its pending last token."""
+    return _lengths(n_prompt, log, lambda r: len(r.emitted))
+
+
+def cache_counts_pending(n_prompt, log):
+    """Wrong: the whole context, the pending token included."""
+    return _lengths(n_prompt, log, lambda r: len(r.emitted), keep=0)
+
+
+def cache_no_rollback(n_prompt, log):
+    """Wrong: keeps every position a verification pass wrote, rejected ones too."""
+    return _lengths(n_prompt, log, lambda r: len(r.proposed) + 1)
+
+
+def cache_accepted_only(n_prompt, log):
+    """Wrong: grows by the accepted proposals, forgetting the target's own token."""
+    return _lengths(n_prompt, log, lambda r: r.n_accepted)
+
+
+# --- reading a batch sweep (chapter 10) ------------------------------------------------
+# Student form: slower_from(rows) -> int | None; rows hold batch, speedup, speedup_low,
+# speedup_high.
+
+
+def slower_reference(rows):
+    """Correct: the smallest batch size whose speed-up interval lies wholly below 1."""
+    return min(crossover(rows)["slower_at"], default=None)
+
+
+def slower_point_estimate(rows):
+    """Wrong: reads the point estimate, claiming crossovers the interval does not resolve."""
+    return min((r["batch"] for r in rows if r["speedup"] < 1), default=None)
+
+
+def slower_wrong_end(rows):
+    """Wrong: calls it slower when the interval's lower end is below 1."""
+    return min((r["batch"] for r in rows if r["speedup_low"] < 1), default=None)
+
+
+def slower_assumes_sorted(rows):
+    """Wrong: the first row resolved slower, in the order the rows came."""
+    return next((r["batch"] for r in rows if r["speedup_high"] < 1), None)
 
 
 @dataclass(frozen=True)
@@ -268,80 +433,69 @@ class Mistake:
     description: str
 
 
-D = Diagnosis
-NGRAM_MISTAKES = {
-    "earliest match": Mistake(
-        ngram_earliest_match, D.EARLIEST_MATCH, "first occurrence instead of the latest"
-    ),
-    "shortest first": Mistake(ngram_shortest_first, D.SHORTEST_FIRST, "tries min_n before max_n"),
-    "matches itself": Mistake(
-        ngram_matches_itself, D.NEVER_PROPOSES, "the suffix matches itself, so nothing follows"
-    ),
-    "copies the match": Mistake(
-        ngram_copies_the_match, D.COPIES_THE_MATCH, "off by one: copies from the last matched token"
-    ),
-    "ignores k": Mistake(ngram_ignores_k, D.IGNORES_K, "returns more than k tokens"),
-    "ignores min_n": Mistake(
-        ngram_ignores_min_n, D.IGNORES_MIN_N, "matches suffixes shorter than min_n"
-    ),
-    "ignores max_n": Mistake(
-        ngram_ignores_max_n, D.IGNORES_MAX_N, "matches suffixes longer than max_n"
-    ),
-}
-GREEDY_MISTAKES = {
-    "no bonus token": Mistake(greedy_no_bonus, D.NO_BONUS, "all accepted, no token from row k"),
-    "off-by-one rows": Mistake(
-        greedy_off_by_one_rows, D.OFF_BY_ONE, "proposed[i] checked against row i + 1"
-    ),
-    "emits the rejected proposal": Mistake(
-        greedy_emits_rejected, D.EMITS_REJECTED, "the correction is the rejected token"
-    ),
-    "keeps going after a mismatch": Mistake(
-        greedy_keeps_going, D.KEEPS_GOING, "accepts matches after the first mismatch"
-    ),
-}
-SAMPLED_MISTAKES = {
-    "resample from p_target": Mistake(
-        sampled_resample_from_target,
-        D.RESAMPLE_FROM_TARGET,
-        "on rejection draws from p_target, not the residual",
-    ),
-    "accept with p_target(x)": Mistake(
-        sampled_accept_with_target_prob,
-        D.ACCEPT_WITH_P_TARGET,
-        "acceptance probability p(x) instead of min(1, p/q)",
-    ),
-    "no bonus token": Mistake(sampled_no_bonus, D.NO_BONUS, "all accepted, no token from row k"),
-    "off-by-one rows": Mistake(
-        sampled_off_by_one_rows, D.OFF_BY_ONE, "proposed[i] verified against row i + 1"
-    ),
-    "residual not renormalised": Mistake(
-        sampled_unnormalised_residual,
-        D.UNNORMALISED_RESIDUAL,
-        "samples max(0, p - q) without dividing by its sum",
-    ),
-}
-SPECULATIVE_MISTAKES = {
-    "overshoots max_tokens": Mistake(
-        speculative_overshoots, D.WRONG_LENGTH, "drafts k tokens even when fewer remain"
-    ),
-    "off-by-one rows": Mistake(
-        speculative_off_by_one_rows, D.OUTPUT_MISMATCH, "verifies with logits one position early"
-    ),
-    "drops the correction token": Mistake(
-        speculative_drops_correction, D.NO_PROGRESS, "a fully rejected round emits nothing"
-    ),
-    "plain decoding": Mistake(
-        speculative_plain_decoding, D.NOT_SPECULATING, "one target pass per token"
-    ),
-}
+def _table(*rows: tuple[str, Callable, Diagnosis, str]) -> dict[str, Mistake]:
+    return {label: Mistake(fn, diagnosis, text) for label, fn, diagnosis, text in rows}
 
+
+D = Diagnosis
 #: ``{check name: {mistake label: Mistake}}``, for every check.
 MISTAKES: dict[str, dict[str, Mistake]] = {
-    "check_ngram_drafter": NGRAM_MISTAKES,
-    "check_accept_greedy": GREEDY_MISTAKES,
-    "check_accept_sampled": SAMPLED_MISTAKES,
-    "check_speculative_generate": SPECULATIVE_MISTAKES,
+    "check_ngram_drafter": _table(
+        ("earliest match", ngram_earliest_match, D.EARLIEST_MATCH, "first occurrence, not latest"),
+        ("shortest first", ngram_shortest_first, D.SHORTEST_FIRST, "tries min_n before max_n"),
+        ("matches itself", ngram_matches_itself, D.NEVER_PROPOSES, "the suffix matches itself"),
+        ("copies the match", ngram_copies_the_match, D.COPIES_THE_MATCH, "copies one too early"),
+        ("ignores k", ngram_ignores_k, D.IGNORES_K, "returns more than k tokens"),
+        ("ignores min_n", ngram_ignores_min_n, D.IGNORES_MIN_N, "suffixes shorter than min_n"),
+        ("ignores max_n", ngram_ignores_max_n, D.IGNORES_MAX_N, "suffixes longer than max_n"),
+    ),
+    "check_accept_greedy": _table(
+        ("no bonus token", greedy_no_bonus, D.NO_BONUS, "all accepted, no token from row k"),
+        ("off-by-one rows", greedy_off_by_one_rows, D.OFF_BY_ONE, "proposed[i] vs row i + 1"),
+        ("emits the rejected proposal", greedy_emits_rejected, D.EMITS_REJECTED, "wrong token"),
+        ("keeps going after a mismatch", greedy_keeps_going, D.KEEPS_GOING, "accepts later"),
+    ),
+    "check_accept_sampled": _table(
+        ("resample from p_target", sampled_resample_from_target, D.RESAMPLE_FROM_TARGET, "p"),
+        ("accept with p_target(x)", sampled_accept_with_target_prob, D.ACCEPT_WITH_P_TARGET, ""),
+        ("no bonus token", sampled_no_bonus, D.NO_BONUS, "all accepted, no token from row k"),
+        ("off-by-one rows", sampled_off_by_one_rows, D.OFF_BY_ONE, "proposed[i] vs row i + 1"),
+        ("residual not renormalised", sampled_unnormalised_residual, D.UNNORMALISED_RESIDUAL, ""),
+    ),
+    "check_speculative_generate": _table(
+        ("overshoots max_tokens", speculative_overshoots, D.WRONG_LENGTH, "drafts k near the end"),
+        ("off-by-one rows", speculative_off_by_one_rows, D.OUTPUT_MISMATCH, "logits one early"),
+        ("drops the correction token", speculative_drops_correction, D.NO_PROGRESS, "emits 0"),
+        ("plain decoding", speculative_plain_decoding, D.NOT_SPECULATING, "one pass per token"),
+    ),
+    "check_decode_step_bytes": _table(
+        ("tied embedding twice", bytes_tied_twice, D.TIED_TWICE, "sums the state dict"),
+        ("no KV cache", bytes_no_kv_cache, D.NO_KV_CACHE, "the weights alone"),
+        ("parameters, not bytes", bytes_counts_parameters, D.COUNTS_PARAMETERS, "numbers"),
+        ("keys only", bytes_keys_only, D.KEYS_ONLY, "half the cache"),
+    ),
+    "check_break_even_c": _table(
+        ("inverted", break_even_inverted, D.INVERTED_RATIO, "D / (E - T)"),
+        ("target passes free", break_even_target_free, D.TARGET_PASSES_FREE, "E / D"),
+        ("per emitted token", break_even_per_token, D.PER_TOKEN, "(E - T) / E"),
+    ),
+    "check_distribution_test": _table(
+        ("too few rounds", dist_too_few_rounds, D.MISSES_BUG, "15 rounds"),
+        ("peeks at every prefix", dist_peeks, D.FALSE_ALARMS, "smallest of 46 p-values"),
+        ("untempered target", dist_untempered_target, D.WRONG_NULL, "softmax(logits) as p"),
+        ("ignores the seed", dist_ignores_seed, D.IGNORES_SEED, "always seed 0"),
+        ("wrong tail", dist_wrong_tail, D.WRONG_TAIL, "tests 'too rarely'"),
+    ),
+    "check_cache_lengths": _table(
+        ("counts the pending token", cache_counts_pending, D.COUNTS_PENDING, "context"),
+        ("no rollback", cache_no_rollback, D.NO_ROLLBACK, "keeps rejected positions"),
+        ("accepted only", cache_accepted_only, D.ACCEPTED_ONLY, "forgets the target's token"),
+    ),
+    "check_slower_from": _table(
+        ("point estimate", slower_point_estimate, D.POINT_ESTIMATE, "speedup < 1"),
+        ("wrong end", slower_wrong_end, D.WRONG_END, "speedup_low < 1"),
+        ("assumes sorted rows", slower_assumes_sorted, D.ASSUMES_SORTED, "first in order"),
+    ),
 }
 
 #: ``{check name: the correct solution in the student's form}``.
@@ -350,26 +504,27 @@ REFERENCES: dict[str, Callable] = {
     "check_accept_greedy": greedy_reference,
     "check_accept_sampled": sampled_reference,
     "check_speculative_generate": speculative_reference,
+    "check_decode_step_bytes": bytes_reference,
+    "check_break_even_c": break_even_reference,
+    "check_distribution_test": dist_reference,
+    "check_cache_lengths": cache_reference,
+    "check_slower_from": slower_reference,
 }
 
 
 def catch_rates(
-    check: Callable[..., Report], seeds: Sequence[int], **check_kwargs: object
+    check: Callable, seeds: Sequence[int], **check_kwargs: object
 ) -> dict[str, tuple[int, int]]:
-    """How often ``check`` gives each of its mistakes their diagnosis, over ``seeds``.
-
-    ``check`` is one of the ``check_*`` functions; its mistakes are
-    ``MISTAKES[check.__name__]``. Returns ``{mistake: (caught, runs)}`` and, under
-    ``"false alarms"``, how often the correct reference failed: ``(failed, runs)``.
-    """
-    rates = {}
-    for label, mistake in MISTAKES[check.__name__].items():
-        caught = sum(
-            check(mistake.function, seed=seed, **check_kwargs).diagnosis is mistake.diagnosis
-            for seed in seeds
+    """``{mistake: (caught, runs)}``: how often ``check`` gives each of its mistakes their
+    diagnosis over ``seeds``; under ``"false alarms"``, how often the reference failed."""
+    rates = {
+        label: (
+            sum(check(m.function, seed=s, **check_kwargs).diagnosis is m.diagnosis for s in seeds),
+            len(seeds),
         )
-        rates[label] = (caught, len(seeds))
+        for label, m in MISTAKES[check.__name__].items()
+    }
     reference = REFERENCES[check.__name__]
-    failed = sum(not check(reference, seed=seed, **check_kwargs).passed for seed in seeds)
+    failed = sum(not check(reference, seed=s, **check_kwargs).passed for s in seeds)
     rates["false alarms"] = (failed, len(seeds))
     return rates

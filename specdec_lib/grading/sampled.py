@@ -1,10 +1,13 @@
-"""The check of the residual-rule exercise (sampled verification).
+"""The check of the residual-rule exercise (sampled verification, chapter 6).
 
-Exact, then sampled: the probes of :mod:`.sampled_probes` first put the rule in
-situations whose correct outcome has probability 1, then compare seeded outputs
-with the exact output distribution. When several mistakes show, the most
-specific diagnosis wins (:data:`PRIORITY`); a crash in one probe does not hide
-what the others reveal.
+Each probe puts the student's ``accept_sampled`` in one situation (fixed logits and
+draft distributions on a vocabulary of 8, so every probability is seen many times),
+runs it many seeded times and returns what it saw. Some outcomes are certain for a
+correct rule (p == q accepts everything); the others are tested with
+:mod:`specdec_lib.analysis.hypothesis` at thresholds a correct rule almost never
+crosses. Each classic mistake leaves a trace no correct rule can; when several show,
+the most specific diagnosis wins (:data:`PRIORITY`), and a crash in one probe does
+not hide what the others reveal.
 """
 
 from __future__ import annotations
@@ -12,103 +15,261 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .harness import Abort, check_signature, run_check
-from .report import Diagnosis, Report
-from .sampled_probes import PROBES, Finding, Runner
+import torch
 
-# The most specific diagnosis wins; generic ones last.
+from specdec_lib.analysis.exact import exact_first_token_distribution
+from specdec_lib.analysis.hypothesis import chi_square, z_score
+from specdec_lib.engine.drafters import one_hot_probs
+from specdec_lib.engine.sampling import SamplingParams, process_logits
+from specdec_lib.engine.verify import target_distribution
+
+from .harness import Abort, as_verification, call_student, check_signature, run_check
+from .report import Diagnosis as D
+from .report import Report
+
+V = 8
+T1 = SamplingParams(temperature=1.0)
+Z_LIMIT = 4.0  # |z| beyond this is a failure: two-sided p ~ 6e-5 for a correct rule
+P_LIMIT = 1e-4  # chi-square p-values below this are failures
 PRIORITY = [
-    Diagnosis.NO_BONUS,
-    Diagnosis.OFF_BY_ONE,
-    Diagnosis.ACCEPT_WITH_P_TARGET,
-    Diagnosis.RESAMPLE_FROM_TARGET,
-    Diagnosis.UNNORMALISED_RESIDUAL,
-    Diagnosis.IGNORES_PARAMS,
-    Diagnosis.WRONG_ACCEPTANCE,
-    Diagnosis.WRONG_DISTRIBUTION,
+    D.NO_BONUS,
+    D.OFF_BY_ONE,
+    D.ACCEPT_WITH_P_TARGET,
+    D.RESAMPLE_FROM_TARGET,
+    D.UNNORMALISED_RESIDUAL,
+    D.IGNORES_PARAMS,
+    D.WRONG_ACCEPTANCE,
+    D.WRONG_DISTRIBUTION,
 ]
+Trials = list[tuple[list[int], list[int], int]]  # (proposed, emitted, n_accepted) per round
+Seen = tuple[dict[str, Any], list[tuple[D, str]]]  # evidence, findings
+
+
+def _probs(*weights: float) -> torch.Tensor:
+    p = torch.tensor(weights, dtype=torch.float64)
+    return p / p.sum()
+
+
+def _logits_for(p: torch.Tensor) -> torch.Tensor:
+    """Logits whose softmax is ``p``; zero probability becomes -1e4 (exactly 0 after softmax)."""
+    return torch.where(p > 0, p.log(), torch.full_like(p, -1e4))
+
+
+def _chi_square_p(tokens: list[int], p: torch.Tensor) -> float:
+    """p-value of ``tokens`` against ``p``; a token outside the vocabulary gives 0."""
+    if not tokens or any(not 0 <= t < len(p) for t in tokens):
+        return 0.0
+    counts = torch.bincount(torch.tensor(tokens, dtype=torch.long), minlength=len(p))
+    return chi_square(counts, p).p_value
+
+
+def _round_problem(emitted: list[int], n: int, proposed: list[int]) -> str | None:
+    k = len(proposed)
+    if not 0 <= n <= k:
+        return f"n_accepted = {n} with k = {k} proposals"
+    if emitted[:n] != proposed[:n]:
+        return f"emitted = {emitted} does not start with the accepted {proposed[:n]}"
+    if len(emitted) == n < k:
+        return f"no replacement after rejecting proposal {n} (emitted = {emitted})"
+    if len(emitted) not in (n, n + 1):
+        return f"{len(emitted)} tokens emitted with n_accepted = {n}"
+    return None
+
+
+class Runner:
+    """Runs the student's rule in one situation many times, checking each round's shape."""
+
+    def __init__(self, fn: Callable, name: str, seed: int) -> None:
+        self.fn, self.name, self.seed, self.calls = fn, name, seed, 0
+
+    def run(self, probe: int, logits, q, params, trials: int, propose: Callable) -> Trials:
+        gen = torch.Generator().manual_seed(self.seed * 1009 + probe)  # for the student
+        ours = torch.Generator().manual_seed(self.seed * 1009 + probe + 500)  # for proposals
+        out = []
+        for _ in range(trials):
+            proposed = propose(ours)
+            args = (logits.clone(), q.clone(), list(proposed), params, gen)
+            result = call_student(self.fn, self.name, *args, during=f"with k = {q.shape[0]}")
+            self.calls += 1
+            emitted, n = as_verification(result, self.name)
+            problem = _round_problem(emitted, n, proposed)
+            if problem:
+                raise Abort(D.INVALID_OUTPUT, f"An impossible round: {problem}.")
+            out.append((proposed, emitted, n))
+        return out
+
+
+def _sampled(q: torch.Tensor) -> Callable[[torch.Generator], list[int]]:
+    return lambda g: torch.multinomial(q, 1, generator=g)[:, 0].tolist()
+
+
+def probe_equal(runner: Runner) -> Seen:
+    """p == q at every position: min(1, p/q) = 1, so all k are accepted and a bonus follows."""
+    logits = _logits_for(_probs(0, 1, 2, 3, 1.5, 1.5, 1, 0)).repeat(4, 1)
+    q = process_logits(logits[:3], T1)
+    trials = runner.run(1, logits, q, T1, 60, _sampled(q))
+    all_in = [t for t in trials if t[2] == 3]
+    missing = sum(len(t[1]) == 3 for t in all_in)
+    findings = []
+    if missing:
+        findings.append((D.NO_BONUS, f"p == q: {missing} of {len(all_in)} rounds had no bonus."))
+    if len(all_in) < len(trials):
+        rejected = len(trials) - len(all_in)
+        findings.append((D.WRONG_ACCEPTANCE, f"p == q, yet {rejected} rounds rejected."))
+    return {"p==q: rounds accepting all 3": f"{len(all_in)}/{len(trials)}"}, findings
+
+
+def probe_shift(runner: Runner) -> Seen:
+    """Row 0 rules the proposal out, row 1 makes it certain: only row 0 may count."""
+    logits = torch.stack(
+        [_logits_for(_probs(0, 3, 3, 2, 2, 0, 0, 0)), _logits_for(_probs(0, 0, 0, 0, 0, 1, 0, 0))]
+    )
+    trials = runner.run(2, logits, one_hot_probs([5], V), T1, 40, lambda g: [5])
+    accepted = sum(t[2] for t in trials)
+    details = f"Row 0 gives proposed[0] probability 0, row 1 gives it 1: accepted {accepted}/40."
+    found = D.OFF_BY_ONE if accepted >= 20 else D.WRONG_ACCEPTANCE if accepted else None
+    return {"p(x)=0 at row 0, 1 at row 1: accepted": accepted}, [(found, details)] if found else []
+
+
+def probe_ratio(runner: Runner) -> Seen:
+    """p(x) = 0.6 > q(x) = 0.2: min(1, p/q) = 1, so the proposal is always accepted."""
+    p, q = _probs(0, 6, 1, 1, 1, 1, 0, 0), _probs(0, 2, 2, 2, 2, 2, 0, 0)
+    trials = runner.run(3, _logits_for(p).repeat(2, 1), q[None], T1, 60, lambda g: [1])
+    accepted = sum(t[2] for t in trials)
+    evidence = {"p(x)=0.6 > q(x)=0.2: accepted": f"{accepted}/60"}
+    if accepted == 60:
+        return evidence, []
+    z = z_score(accepted, 60, 0.6)
+    details = f"p(x) = 0.6 > q(x) = 0.2: accepted {accepted}/60 (z = {z:+.1f} against 0.6)."
+    return evidence, [
+        (D.ACCEPT_WITH_P_TARGET if abs(z) <= Z_LIMIT else D.WRONG_ACCEPTANCE, details)
+    ]
+
+
+def probe_rate(runner: Runner) -> Seen:
+    """p(x) = 0.3, q(x) = 0.6: accepted with probability 0.5; replacements from the residual."""
+    p, q = _probs(0, 3, 2, 2, 3, 0, 0, 0), _probs(0, 6, 1, 1, 1, 1, 0, 0)
+    trials = runner.run(4, _logits_for(p).repeat(2, 1), q[None], T1, 150, lambda g: [1])
+    accepted = sum(t[2] for t in trials)
+    z = z_score(accepted, 150, 0.5)
+    findings = []
+    if abs(z) > Z_LIMIT:
+        findings.append((D.WRONG_ACCEPTANCE, f"min(1, 0.3/0.6) = 0.5; accepted {accepted}/150."))
+    residual = (p - q).clamp(min=0)
+    outside = sum(not 0 <= t[1][0] < V or residual[t[1][0]] <= 0 for t in trials if t[2] == 0)
+    if outside:
+        findings.append((D.WRONG_DISTRIBUTION, f"{outside} replacements outside max(0, p - q)."))
+    return {"p(x)=0.3, q(x)=0.6: acceptance (expect 0.5)": f"{accepted / 150:.3f}"}, findings
+
+
+def probe_one_hot(runner: Runner) -> Seen:
+    """A one-hot drafter proposing d: P(d) must be p(d), and a replacement is never d."""
+    d, p = 1, _probs(0, 5, 1, 1, 1, 1, 1, 0)
+    q = one_hot_probs([d], V)
+    trials = runner.run(5, _logits_for(p).repeat(2, 1), q, T1, 200, lambda g: [d])
+    first = [t[1][0] for t in trials]
+    replacements = [t[1][0] for t in trials if t[2] == 0]
+    impossible = sorted({y for y in replacements if not 0 <= y < V or p[y] <= 0})
+    n_d = first.count(d)
+    exact = float(exact_first_token_distribution(p, q[0])[d])
+    biased = float(exact_first_token_distribution(p, q[0], target_distribution)[d])
+    z, pvalue = z_score(n_d, 200, exact), _chi_square_p(first, p)
+    freq = f"P(d) = {n_d / 200:.3f} where p_target(d) = {exact:.2f} (z = {z:+.1f})"
+    findings = []
+    if d in replacements:
+        details = (
+            f"{replacements.count(d)} of {len(replacements)} replacements were d; {freq}; "
+            f"resampling from p_target predicts p(2 - p) = {biased:.2f} (exact enumeration)."
+        )
+        findings.append((D.RESAMPLE_FROM_TARGET, details))
+    if impossible:
+        details = f"Replacements the target gives probability 0: ids {impossible}."
+        findings.append((D.UNNORMALISED_RESIDUAL, details))
+    if abs(z) > Z_LIMIT or pvalue < P_LIMIT:
+        findings.append((D.WRONG_DISTRIBUTION, f"{freq}; chi-square p-value {pvalue:.2g}."))
+    return {
+        "one-hot draft: P(drafted token)": freq,
+        "one-hot draft: chi-square p": pvalue,
+    }, findings
+
+
+def probe_filtered(runner: Runner) -> Seen:
+    """Temperature 0.8 and top-k 5: the token at position 2 must follow the filtered p[1]."""
+    params = SamplingParams(temperature=0.8, top_k=5)
+    raw = torch.tensor(
+        [
+            [-1e4, 1.0, 0.5, 0.2, 0.0, -0.3, -0.5, -1e4],
+            [-1e4, 0.2, 0.9, -0.4, 0.6, 0.0, 0.4, -1e4],
+            [-1e4, -0.5, 0.0, 0.3, -0.2, 1.2, 0.8, -1e4],
+        ],
+        dtype=torch.float64,
+    )
+    draft_raw = torch.tensor([-1e4, 0.8, 0.1, 0.7, 0.3, 0.2, -0.2, -1e4], dtype=torch.float64)
+    # Row 0 of the draft equals the target's, so position 1 is always accepted and the
+    # second emitted token is exactly the output of verifying position 2.
+    q = torch.stack([process_logits(raw[0], params), process_logits(draft_raw, params)])
+    trials = runner.run(6, raw, q, params, 200, _sampled(q))
+    second = [t[1][1] for t in trials if len(t[1]) > 1]
+    pvalue = _chi_square_p(second, process_logits(raw[1], params))
+    evidence = {"temperature 0.8, top-k 5: chi-square p (position 2)": pvalue}
+    if pvalue >= P_LIMIT:
+        return evidence, []
+    raw_p = _chi_square_p(second, torch.softmax(raw[1], -1))
+    details = f"Position 2 against the processed p: chi-square p = {pvalue:.2g}; raw: {raw_p:.2g}."
+    return evidence, [(D.IGNORES_PARAMS if raw_p >= P_LIMIT else D.WRONG_DISTRIBUTION, details)]
+
+
+PROBES = [probe_equal, probe_shift, probe_ratio, probe_rate, probe_one_hot, probe_filtered]
 
 
 def check_accept_sampled(
     accept_sampled: Callable, seed: int = 0, timeout: float | None = 60.0
 ) -> Report:
-    """Check the residual rule, and name the classic mistake if it finds one.
+    """Check ``accept_sampled(target_logits, draft_probs, proposed, params, generator=None)``.
 
-    The exercise implements (same signature as :func:`specdec_lib.accept_sampled`)::
-
-        def accept_sampled(target_logits, draft_probs, proposed, params, generator=None):
-            '''target_logits (k+1, V) raw logits (process them with params);
-            draft_probs (k, V) the distributions the k proposals were drawn from.
-            Accept proposed[i] = x with probability min(1, p(x)/q(x)); at the first
-            rejection emit a token drawn from norm(max(0, p - q)) and stop; if all k
-            are accepted, emit a bonus token drawn from row k. Return (emitted, n_accepted).'''
-
-    About 700 seeded calls on a vocabulary of 8 (``seed`` changes every draw):
-
-    * exact probes, whose correct outcome has probability 1: p == q (accept all k,
-      then a bonus token); a proposal that row 0 rules out but row 1 makes certain
-      (must be rejected); p(x) > q(x) (must be accepted);
-    * distribution probes: a one-hot drafter (P(drafted token) must equal p, and the
-      replacement can never be the drafted token), an acceptance rate against
-      min(1, p/q), and a draft-model-like case with temperature 0.8 and top-k 5
-      (chi-square of the token at the second position against the filtered p).
-
-    Recognised by name: resampling from p_target on rejection, accepting with
-    probability p_target(x) alone, no bonus token, an off-by-one between proposals
-    and target rows, a residual that is not renormalised, and sampling parameters
-    not applied.
+    About 700 seeded calls (``seed`` changes every draw): exact probes whose correct
+    outcome is certain (p == q accepts all and adds a bonus; a proposal row 0 rules out
+    is rejected; p(x) > q(x) is accepted), then an acceptance rate against min(1, p/q),
+    a one-hot drafter (P(d) = p(d), a replacement is never d) and a temperature 0.8,
+    top-k 5 case (chi-square at the second position against the filtered p).
     """
 
     def body(name: str) -> Report:
         check_signature(
-            accept_sampled,
-            name,
-            5,
-            f"{name}(target_logits, draft_probs, proposed, params, generator=None)",
+            accept_sampled, name, f"{name}(target_logits, draft_probs, proposed, params, gen=None)"
         )
         runner = Runner(accept_sampled, name, seed)
         evidence: dict[str, Any] = {}
-        findings: list[Finding] = []
-        summaries: list[str] = []
-        errors: list[tuple[str, Abort]] = []
-        for situation, probe in PROBES:
-            # A crash in one probe must not hide what the others reveal: the
-            # "accept with p(x)" mistake, for one, may divide 0 by 0 when p == q.
+        findings: list[tuple[D, str]] = []
+        errors: list[Abort] = []
+        for probe in PROBES:
             try:
-                outcome = probe(runner)
-            except Abort as abort:
-                if abort.diagnosis is Diagnosis.NOT_IMPLEMENTED:
+                seen, found = probe(runner)
+            except Abort as abort:  # "accept with p(x)" may divide 0 by 0 when p == q
+                if abort.diagnosis is D.NOT_IMPLEMENTED:
                     raise
-                errors.append((situation, abort))
+                errors.append(abort)
                 continue
-            evidence.update(outcome.evidence)
-            findings += outcome.findings
-            summaries += [outcome.summary] if outcome.summary else []
+            evidence.update(seen)
+            findings += found
         evidence["calls"] = runner.calls
         if findings:
             findings.sort(key=lambda f: PRIORITY.index(f[0]))
-            diagnosis, message = findings[0]
-            others = [d for d in PRIORITY if d in {d for d, _ in findings[1:]} - {diagnosis}]
+            others = {d.headline for d, _ in findings[1:]} - {findings[0][0].headline}
             if others:
-                evidence["also seen"] = ", ".join(d.value for d in others)
+                evidence["also seen"] = ", ".join(sorted(others))
             if errors:
-                evidence["also raised"] = f"{errors[0][1].message} (when {errors[0][0]})"
-            raise Abort(diagnosis, message, **evidence)
+                evidence["also raised"] = errors[0].message
+            raise Abort(*findings[0], **evidence)
         if errors:
-            situation, abort = errors[0]
-            raise Abort(
-                abort.diagnosis,
-                f"{abort.message} This happened when {situation}.",
-                **{**evidence, **abort.evidence},
-            )
+            errors[0].evidence.update(evidence)
+            raise errors[0]
         return Report(
             "check_accept_sampled",
             name,
             True,
-            "Correct: all exact probes behave as the residual rule must (accept everything "
-            "and add a bonus when p == q, reject what row 0 rules out, accept when p > q), "
-            f"and the sampled outputs match p_target ({'; '.join(summaries)}). No classic "
-            "mistake detected.",
+            "Correct: every exact probe behaves as the residual rule must, and the sampled "
+            "outputs match p_target (acceptance rate, one-hot draft, temperature and top-k).",
             None,
             evidence,
         )
