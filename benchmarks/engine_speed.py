@@ -1,0 +1,112 @@
+"""Greedy copy at k = 7, batch one: speculative decoding against plain decoding, by wall
+clock, and the host's own work per round (time outside the target's forward passes).
+
+    OMP_NUM_THREADS=1 python benchmarks/engine_speed.py [--prompts 12] [--repeats 15]
+    PYTHONPATH=/path/to/other/checkout python benchmarks/engine_speed.py   # another engine
+
+It calls only the engine's public API and :func:`specdec_lib.analysis.timing.interleaved`
+and ``time_inside`` (both present, with these signatures, in earlier versions of the
+library too), so the same script measures the engine before and after a change: point
+``PYTHONPATH`` at the other checkout. It prints one JSON object; the speed-up is the total
+over prompts of each prompt's median time, plain / speculative, with a bootstrap 95%
+interval over prompts and repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+
+import torch
+
+import specdec_lib
+from specdec_lib import (
+    NgramDrafter,
+    SamplingParams,
+    SpeculationStats,
+    Tokenizer,
+    generate,
+    load_model,
+    speculative_generate,
+)
+from specdec_lib.analysis.timing import interleaved, time_inside
+from specdec_lib.text.language import workload_prompts
+
+
+def _speedup(base: list[list[float]], spec: list[list[float]], seed: int) -> dict[str, float]:
+    def ratio(prompts: list[int], reps: list[int]) -> float:
+        b = sum(statistics.median(base[p][r] for r in reps) for p in prompts)
+        return b / sum(statistics.median(spec[p][r] for r in reps) for p in prompts)
+
+    n_p, n_r = len(base), len(base[0])
+    rng = random.Random(seed)
+    boot = sorted(
+        ratio([rng.randrange(n_p) for _ in range(n_p)], [rng.randrange(n_r) for _ in range(n_r)])
+        for _ in range(2000)
+    )
+    return {
+        "speedup": ratio(list(range(n_p)), list(range(n_r))),
+        "low": boot[49],
+        "high": boot[1949],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--prompts", type=int, default=12)
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--k", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=2026)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    target, tok = load_model("target"), Tokenizer()
+    prompts = [tok.encode(p) for p in workload_prompts("copy", args.prompts, args.seed)]
+    params = SamplingParams(temperature=0.0, max_tokens=args.tokens)
+    drafter = NgramDrafter()
+
+    def plain(i: int) -> list[int]:
+        return generate(target, prompts[i], params)
+
+    def spec(i: int, stats: SpeculationStats | None = None) -> list[int]:
+        return speculative_generate(target, drafter, prompts[i], params, k=args.k, stats=stats)
+
+    host_plain, host_spec, rounds = [], [], 0
+    for i in range(len(prompts)):
+        stats = SpeculationStats()
+        assert spec(i, stats) == plain(i), "greedy speculation must return plain greedy output"
+        rounds += stats.rounds
+        wall, inside = time_inside([target], lambda i=i: plain(i))
+        host_plain.append((wall - inside) / args.tokens)
+        wall, inside = time_inside([target], lambda i=i: spec(i))
+        host_spec.append((wall - inside) / stats.rounds)
+    jobs = {}
+    for i in range(len(prompts)):
+        jobs[("plain", i)] = lambda i=i: plain(i)
+        jobs[("spec", i)] = lambda i=i: spec(i)
+    timed = interleaved(jobs, args.repeats, args.seed)
+    base = [list(timed[("plain", i)][0]) for i in range(len(prompts))]
+    fast = [list(timed[("spec", i)][0]) for i in range(len(prompts))]
+    result = {
+        "library": specdec_lib.__file__,
+        "workload": "copy",
+        "k": args.k,
+        "drafter": drafter.name,
+        "prompts": len(prompts),
+        "repeats": args.repeats,
+        "tokens": args.tokens,
+        "tokens_per_pass": len(prompts) * args.tokens / rounds,
+        "plain_ms_per_token": 1e3
+        * sum(statistics.median(t) for t in base)
+        / (len(prompts) * args.tokens),
+        "host_us_per_plain_step": 1e6 * statistics.median(host_plain),
+        "host_us_per_round": 1e6 * statistics.median(host_spec),
+        **_speedup(base, fast, args.seed),
+    }
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
