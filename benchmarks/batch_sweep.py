@@ -1,7 +1,7 @@
 """Batched speculation against batched plain decoding, batch size 1 to 64: where it stops paying.
 
     python benchmarks/batch_sweep.py [--batch-sizes 1,2,4,8,16,32,64] [--tokens 64] [--k 4]
-        [--repeats 8] [--blocks 4] [--threads 1] [--seed 2026] [--strict] [--out PATH]
+        [--repeats 8] [--blocks 8] [--threads 1] [--seed 2026] [--strict] [--out PATH]
     python benchmarks/batch_sweep.py --small --out /tmp/sweep.json   # a one-minute check
 
 For each scenario ("copy" and "novel" greedy, "novel T=1" sampled at temperature 1,
@@ -48,13 +48,19 @@ from specdec_lib import (
 from specdec_lib.analysis.provenance import busy_report, run_stamp
 from specdec_lib.analysis.replication import crossover
 from specdec_lib.analysis.results import save_result
-from specdec_lib.analysis.timing import interleaved, paired_speedup
+from specdec_lib.analysis.timing import (
+    all_times,
+    interleaved,
+    paired_rerun_interval,
+    paired_speedup,
+    print_progress,
+)
 from specdec_lib.engine.batched import generate_batch, speculative_generate_batch
 
 OUT = Path(__file__).parent / "results" / "batch_sweep.json"
 # Greedy "novel" output falls into a loop on this model; sampled at T = 1 nothing repeats.
 SCENARIOS = {"copy": ("copy", 0.0), "novel": ("novel", 0.0), "novel T=1": ("novel", 1.0)}
-SMALL = {"batch_sizes": [1, 4], "tokens": 16, "repeats": 4, "blocks": 2}
+SMALL = {"batch_sizes": [1, 4], "tokens": 16, "repeats": 4, "blocks": 4}
 
 
 def _ints(text: str) -> list[int]:
@@ -67,7 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=8)
-    parser.add_argument("--blocks", type=int, default=4, help="blocks of repeats resampled")
+    parser.add_argument("--blocks", type=int, default=0, help="blocks of repeats (0: repeats)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--strict", action="store_true", help="refuse to write if busy")
@@ -76,14 +82,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.small:
         vars(args).update(SMALL)
-    if not 1 <= args.blocks <= args.repeats:
-        parser.error(f"--blocks must lie in [1, --repeats={args.repeats}], got {args.blocks}")
+    args.blocks = args.blocks or args.repeats  # 0: every repeat its own block
+    if not 2 <= args.blocks <= args.repeats:
+        parser.error(f"--blocks must lie in [2, --repeats={args.repeats}], got {args.blocks}")
     return args
 
 
-def sweep_row(w: str, b: int, tokens: int, plain: list[float], spec: list[float], speed, stats):
+def sweep_row(w: str, b: int, tokens: int, plain: list[float], spec: list[float], blocks, stats):
     """One (scenario, B) row: throughputs, the paired speed-up and the speculation counts."""
     n = b * tokens
+    speed = paired_speedup([plain], [spec], blocks=blocks)
+    rerun = paired_rerun_interval([plain], [spec], blocks)
     return {
         "workload": w,
         "batch": b,
@@ -94,6 +103,8 @@ def sweep_row(w: str, b: int, tokens: int, plain: list[float], spec: list[float]
         "speedup": speed.value,
         "speedup_low": speed.low,
         "speedup_high": speed.high,
+        "rerun_low": rerun.low,
+        "rerun_high": rerun.high,
         "plain_target_passes": tokens,
         "spec_target_passes": stats.target_passes,
         "spec_tokens_per_request_per_pass": stats.emitted / b / stats.target_passes,
@@ -157,21 +168,14 @@ def main(argv: list[str] | None = None) -> None:
         args.repeats,
         seed=args.seed,
         warmup=0,  # the output check above was the warm-up
-        progress=lambda r: print(
-            f"repeat {r}/{args.repeats} ({time.perf_counter() - start:.0f} s)", flush=True
-        ),
+        progress=print_progress(args.repeats, start),
     )
-    load = busy_report(
-        [x for t in timed.values() for x in t.wall],
-        [x for t in timed.values() for x in t.cpu],
-        args.threads,
-    )
+    load = busy_report(*all_times(timed), args.threads)
     rows = []
     for w in prompts:
         for b in args.batch_sizes:
             tp, ts = timed[w, b, "plain"].wall, timed[w, b, "spec"].wall
-            speed = paired_speedup([tp], [ts], seed=args.seed, blocks=args.blocks)
-            rows.append(sweep_row(w, b, args.tokens, tp, ts, speed, counts[w, b]))
+            rows.append(sweep_row(w, b, args.tokens, tp, ts, args.blocks, counts[w, b]))
 
     result = {
         "stamp": stamp,

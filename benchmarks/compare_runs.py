@@ -1,4 +1,4 @@
-"""Do two runs of a benchmark agree? Rows, and above all verdicts.
+"""Do two runs of a benchmark agree? Every paired interval, and every verdict.
 
     python benchmarks/compare_runs.py benchmarks/results/wall_clock.json \
         benchmarks/results/wall_clock_rerun.json
@@ -7,16 +7,25 @@
 
 Works on the results of ``wall_clock.py`` and ``batch_sweep.py``. It prints, in order:
 
-* every row of both runs, and whether each run's 95% interval holds the other run's value;
-* how often that happened each way, and the run-to-run variance those misses imply
-  (:func:`~specdec_lib.analysis.replication.between_run_variance`), with the share of rows
-  an interval that carries it holds (estimated out of sample, one workload left out);
+* every paired interval both runs hold
+  (:func:`~specdec_lib.analysis.replication.paired_intervals`: each method or batch size
+  against plain decoding and, from ``wall_clock.py``, each fixed k against the best, each
+  adaptive policy's share of the best, the n-gram drafter against the draft model), and
+  whether each run's 95% interval holds the other run's value;
+* coverage: how often that happened each way; how often each run's stored rerun interval
+  (``rerun_low``/``rerun_high``, :func:`~specdec_lib.analysis.timing.paired_rerun_interval`)
+  holds the other's value; how often a rerun interval built from one run's paired interval
+  (:func:`~specdec_lib.analysis.replication.rerun_interval` with no run-to-run
+  term: its own error counted for both runs) holds the other's value; and the run-to-run
+  variance the misses imply, with the share an interval carrying it holds (estimated out of
+  sample, one workload left out). The target of each rerun interval is 95%;
 * every verdict, one run against the other and what both resolve
-  (:func:`~specdec_lib.analysis.replication.verdicts`): each best fixed k (``wall_clock``),
-  each crossover (``batch_sweep``).
+  (:func:`~specdec_lib.analysis.replication.verdicts`): each best fixed k and the faster
+  drafter (``wall_clock``), each crossover (``batch_sweep``).
 
 A verdict the two runs disagree on is printed as DIFFERENT. Exit status 1 if any verdict
-differs between the runs; a row whose intervals miss each other is reported, not fatal.
+differs between the runs; an interval that misses the other run's value is reported, not
+fatal.
 """
 
 from __future__ import annotations
@@ -28,78 +37,106 @@ from pathlib import Path
 from specdec_lib.analysis.replication import (
     cross_containment,
     crossover,
+    paired_intervals,
     rerun_coverage,
+    rerun_interval,
     verdicts,
 )
 
 
-def _key(row: dict) -> tuple:
-    return (row["workload"], row.get("method", row.get("batch")))
-
-
-def _interval(row: dict) -> tuple[float, float, float]:
-    return row.get("speedup", row.get("speedup_median")), row["speedup_low"], row["speedup_high"]
-
-
 def paired_rows(first: dict, second: dict) -> tuple[list[dict], list[dict]]:
-    """The rows both runs hold, in the first run's order; plain decoding's own rows (1 by
-    definition) left out."""
-    rows2 = {_key(r): r for r in second["rows"]}
-    keep = [r for r in first["rows"] if _key(r) in rows2 and r.get("drafter") != "none"]
-    return keep, [rows2[_key(r)] for r in keep]
+    """The paired intervals both runs hold (:func:`paired_intervals`), in the first run's
+    order, matched by key."""
+    rows2 = {r["key"]: r for r in paired_intervals(second)}
+    keep = [r for r in paired_intervals(first) if r["key"] in rows2]
+    return keep, [rows2[r["key"]] for r in keep]
+
+
+def _alone(result: dict, name: str) -> str:
+    """What one run, read alone, says for the verdict called ``name``."""
+    if name.startswith("best k, "):
+        return f"k={result['summary'][name.removeprefix('best k, ')]['best_k']}"
+    if name.startswith("drafter, "):
+        e = result["ngram_over_draft"][name.removeprefix("drafter, ")]
+        return f"n-gram over draft {e['value']:.2f} [{e['low']:.2f}, {e['high']:.2f}]"
+    w = name.removeprefix("crossover, ")
+    return crossover([r for r in result["rows"] if r["workload"] == w])["verdict"]
 
 
 def differing_verdicts(first: dict, second: dict) -> list[str]:
-    """Names of the verdicts on which the two runs, each read alone, disagree."""
+    """Names of the verdicts on which the two runs, each read alone, disagree (a drafter
+    comparison: when the runs resolve different sides, or one resolves and one does not)."""
     out = []
-    for name, s1 in first.get("summary", {}).items():
-        if name != "goals" and s1["best_k"] != second["summary"][name]["best_k"]:
-            out.append(f"best k, {name}")
-    for w in first.get("crossover", {}):
-        one = crossover([r for r in first["rows"] if r["workload"] == w])
-        two = crossover([r for r in second["rows"] if r["workload"] == w])
-        if one["verdict"] != two["verdict"]:
-            out.append(f"crossover, {w}")
+    for name in verdicts(first, second):
+        if name.startswith("drafter, "):
+            w = name.removeprefix("drafter, ")
+            sides = [
+                (r["ngram_over_draft"][w]["low"] > 1) - (r["ngram_over_draft"][w]["high"] < 1)
+                for r in (first, second)
+            ]
+            if sides[0] != sides[1]:
+                out.append(name)
+        elif _alone(first, name) != _alone(second, name):
+            out.append(name)
     return out
 
 
-def compare(first: dict, second: dict) -> int:
-    """Print the comparison; return the number of verdicts that differ between the runs."""
-    rows1, rows2 = paired_rows(first, second)
-    for r, other in zip(rows1, rows2, strict=True):
-        (v1, l1, h1), (v2, l2, h2) = _interval(r), _interval(other)
-        held = ("holds" if l1 <= v2 <= h1 else "MISSES", "holds" if l2 <= v1 <= h2 else "MISSES")
-        print(
-            f"{r['workload']:10} {str(_key(r)[1]):18} {v1:6.2f} [{l1:5.2f}, {h1:5.2f}]   "
-            f"{v2:6.2f} [{l2:5.2f}, {h2:5.2f}]   run 1's interval {held[0]} run 2's value, "
-            f"run 2's {held[1]} run 1's"
-        )
+def print_coverage(rows1: list[dict], rows2: list[dict]) -> None:
     held = cross_containment(rows1, rows2)
     print(
         f"\nrun 1's 95% interval holds run 2's value in {held['first_holds_second']} of "
-        f"{held['rows']} rows; run 2's holds run 1's in {held['second_holds_first']}"
+        f"{held['rows']} intervals; run 2's holds run 1's in {held['second_holds_first']}"
     )
+    alone = [
+        sum(rerun_interval(a, 0.0).holds(b["speedup"]) for a, b in zip(x, y, strict=True))
+        for x, y in ((rows1, rows2), (rows2, rows1))
+    ]
+    n = len(rows1)
+    print(
+        f"a rerun interval from one run alone holds the other run's value in {alone[0]} / "
+        f"{alone[1]} of {n} ({alone[0] / n:.0%} / {alone[1] / n:.0%}; target 95%)"
+    )
+    stored = [
+        i
+        for i, (a, b) in enumerate(zip(rows1, rows2, strict=True))
+        if "rerun_low" in a and "rerun_low" in b
+    ]
+    if stored:
+        held = cross_containment([rows1[i] for i in stored], [rows2[i] for i in stored], "rerun")
+        print(
+            f"each run's stored rerun interval (from the spread between its blocks) holds the "
+            f"other run's value in {held['first_holds_second']} / {held['second_holds_first']} of "
+            f"{held['rows']} ({held['first_holds_second'] / held['rows']:.0%} / "
+            f"{held['second_holds_first'] / held['rows']:.0%}; target 95%)"
+        )
     if len({r["workload"] for r in rows1}) > 1:
         cover = rerun_coverage(rows1, rows2)
         print(
             f"run-to-run standard deviation of log speed-up beyond the intervals: "
             f"{cover['tau2'] ** 0.5:.3f}; an interval carrying it (one workload left out) holds "
             f"the other run's value in {cover['first_holds_second']:.0%} / "
-            f"{cover['second_holds_first']:.0%} of rows"
+            f"{cover['second_holds_first']:.0%} of intervals"
         )
+
+
+def compare(first: dict, second: dict) -> int:
+    """Print the comparison; return the number of verdicts that differ between the runs."""
+    rows1, rows2 = paired_rows(first, second)
+    for a, b in zip(rows1, rows2, strict=True):
+        held = [
+            "holds" if x["speedup_low"] <= y["speedup"] <= x["speedup_high"] else "MISSES"
+            for x, y in ((a, b), (b, a))
+        ]
+        print(
+            f"{a['key']:34} {a['speedup']:6.2f} [{a['speedup_low']:5.2f}, {a['speedup_high']:5.2f}]"
+            f"   {b['speedup']:6.2f} [{b['speedup_low']:5.2f}, {b['speedup_high']:5.2f}]   "
+            f"run 1's interval {held[0]} run 2's value, run 2's {held[1]} run 1's"
+        )
+    print_coverage(rows1, rows2)
     differ = differing_verdicts(first, second)
     for name, v in verdicts(first, second).items():
-        if name.startswith("best k, "):
-            s = name.removeprefix("best k, ")
-            one, two = first["summary"][s], second["summary"][s]
-            alone = f"run 1 k={one['best_k']}, run 2 k={two['best_k']}"
-        else:
-            w = name.removeprefix("crossover, ")
-            alone = (
-                f"run 1 {crossover([r for r in first['rows'] if r['workload'] == w])['verdict']}; "
-                f"run 2 {crossover([r for r in second['rows'] if r['workload'] == w])['verdict']}"
-            )
         same = "DIFFERENT" if name in differ else "same"
+        alone = f"run 1 {_alone(first, name)}; run 2 {_alone(second, name)}"
         print(f"{name}: {alone} ({same}); both runs: {v['verdict']}")
     print(f"{len(differ)} verdict(s) differ between the runs")
     return len(differ)

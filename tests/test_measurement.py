@@ -7,7 +7,13 @@ import pytest
 import torch
 
 from specdec_lib import NgramDrafter, SamplingParams, SpeculationStats, speculative_generate
-from specdec_lib.analysis.costs import PassCostFit, UnitCosts
+from specdec_lib.analysis.costs import (
+    PassCostFit,
+    UnitCosts,
+    measure_unit_costs,
+    request_log,
+    unit_costs_from_result,
+)
 from specdec_lib.analysis.provenance import busy_report, library_stamp, run_stamp
 from specdec_lib.analysis.theory import CostAwareK
 from specdec_lib.analysis.timing import (
@@ -16,6 +22,7 @@ from specdec_lib.analysis.timing import (
     blocks_of,
     bootstrap_interval,
     interleaved,
+    paired_rerun_interval,
     paired_speedup,
     time_inside,
 )
@@ -196,3 +203,73 @@ def test_a_measured_single_pass_replaces_the_line_at_one_position_only():
     costs = UnitCosts(pass_fit=line, draft_pass=0.0, lookup=0.0, prefill={4: 1.0}, single_pass=0.5)
     assert costs.pass_time(1) == 0.5 and costs.pass_time(3) == pytest.approx(1.3)
     assert costs.plain_request(4, 3) == pytest.approx(1.0 + 2 * 0.5)
+
+
+def test_a_rerun_interval_widens_with_the_spread_between_blocks_and_with_fewer_blocks():
+    base = [[1.0] * 8]
+    steady = paired_rerun_interval(base, [[0.5] * 8])
+    assert steady.value == pytest.approx(2.0) and steady.high - steady.low < 1e-9
+    # the method's time drifts between blocks: 0.5 s, then 0.6 s, alternately
+    drifting = [[0.5, 0.6] * 4]
+    every = paired_rerun_interval(base, drifting)  # 8 blocks of one repeat
+    pairs = paired_rerun_interval(base, drifting, blocks=4)  # each block holds both: no spread
+    assert every.low < 1 / 0.6 and every.high > 1 / 0.5 * 0.99
+    assert pairs.high - pairs.low < 1e-9
+    few = paired_rerun_interval([[1.0] * 4], [[0.5, 0.6] * 2])  # 4 blocks: a wider t quantile
+    assert few.high / few.low > every.high / every.low
+    with pytest.raises(ValueError, match="blocks"):
+        paired_rerun_interval(base, drifting, blocks=1)
+    with pytest.raises(ValueError, match="one shape"):
+        paired_rerun_interval(base, [[0.5]])
+
+
+def test_unit_costs_round_trip_through_a_result_file():
+    costs = UnitCosts(
+        pass_fit=PassCostFit(fixed=1.0, per_position=0.1),
+        draft_pass=0.2,
+        lookup=0.01,
+        prefill={10: 3.0},
+        host_step=0.05,
+        host_round=0.1,
+        host_draft_step=0.02,
+        single_pass=0.5,
+    )
+    stored = costs.to_result(max_k=4)
+    assert stored["c_draft"] == pytest.approx(0.4) and stored["c_lookup"] == pytest.approx(0.02)
+    assert (
+        stored["verify_cost"]["4"] == pytest.approx(1.5 / 0.5) and len(stored["verify_cost"]) == 4
+    )
+    assert unit_costs_from_result(stored) == costs
+
+
+def test_a_request_log_records_what_the_cost_model_reads():
+    stats = SpeculationStats()
+    speculative_generate(
+        _tiny(),
+        NgramDrafter(),
+        [1, 2, 3, 1, 2],
+        SamplingParams(temperature=0.0, max_tokens=6),
+        k=3,
+        stats=stats,
+    )
+    log = request_log(stats.log, stats.draft_passes, stats.emitted)
+    assert log["emitted"] == 6 and len(log["proposal_lengths"]) == len(log["ks"]) == stats.rounds
+    assert sum(log["accepted"]) == stats.accepted
+
+
+def _tiny():
+    from specdec_lib.engine.model import ModelConfig, TinyGPT
+
+    torch.manual_seed(0)
+    return TinyGPT(ModelConfig(block_size=64, n_layer=1, n_head=2, n_embd=16)).eval()
+
+
+def test_measure_unit_costs_gives_positive_costs_and_a_pass_line():
+    target, draft = _tiny(), _tiny()
+    costs, extra = measure_unit_costs(
+        target, draft, [[1, 2, 3, 1, 2], [4, 5, 6]], 4, repeats=3, max_k=2
+    )
+    assert costs.draft_pass > 0 and costs.lookup > 0 and costs.single_pass > 0
+    assert costs.pass_fit.predict(3) > 0 and extra["context"] == 6
+    with pytest.raises(ValueError, match="prompts"):
+        measure_unit_costs(target, draft, [[1, 2]], 4)

@@ -18,9 +18,12 @@ import pytest
 from specdec_lib.analysis.replication import (
     agreed_best_k,
     agreed_crossover,
+    agreed_ratio,
     between_run_variance,
     cross_containment,
     crossover,
+    drafter_comparison,
+    paired_intervals,
     pooled_interval,
     rerun_coverage,
     rerun_interval,
@@ -251,3 +254,39 @@ def test_wall_clock_ties_the_best_k_by_the_paired_interval_when_timings_are_stor
     assert apart["+2/-1"]["share_high"] < 1.0
     same = summarise(_timed_result(slow_k2=1.0))["copy ngram"]
     assert sorted(same["ks_not_resolved_from_best"]) == [1, 2]
+
+
+def test_the_faster_drafter_is_a_paired_verdict_that_both_runs_must_resolve():
+    result = _timed_result(slow_k2=1.05)
+    summary = _wall_clock().summarise(result)
+    both = drafter_comparison(summary, result["times"], blocks=2)
+    # both drafters' best is k = 1 at 0.5 s in every prompt and repeat: a ratio of exactly 1
+    assert both["copy"]["value"] == pytest.approx(1.0) and both["copy"]["low"] <= 1.0
+    faster, unsure = (
+        {"value": 1.3, "low": 1.1, "high": 1.5},
+        {"value": 1.1, "low": 0.9, "high": 1.3},
+    )
+    assert agreed_ratio(faster, faster, "a", "b")["resolved"] == "a"
+    assert agreed_ratio(faster, unsure, "a", "b")["resolved"] is None
+    first = {"rows": [], "ngram_over_draft": {"w": faster}}
+    second = {"rows": [], "ngram_over_draft": {"w": unsure}}
+    assert _compare_runs().differing_verdicts(first, second) == ["drafter, w"]
+
+
+def test_paired_intervals_list_every_comparison_and_containment_reads_either_interval():
+    result = _timed_result(slow_k2=1.05)
+    result["summary"] = _wall_clock().summarise(result)
+    result["ngram_over_draft"] = drafter_comparison(result["summary"], result["times"], 2)
+    keys = [r["key"] for r in paired_intervals(result)]
+    assert "copy ngram k=1 vs plain" in keys and "copy ngram k=2 vs best" in keys
+    assert "copy ngram +2/-1 share" in keys and "copy n-gram over draft" in keys
+    assert "copy ngram k=1 vs best" not in keys  # the best against itself is no comparison
+    a = [_row("a", 1, 1.0, 2.0, 1.5) | {"rerun_low": 1.4, "rerun_high": 1.45}]
+    b = [_row("a", 1, 1.4, 1.6, 1.5) | {"rerun_low": 1.0, "rerun_high": 2.0}]
+    assert cross_containment(a, b, "rerun") == {
+        "rows": 1,
+        "first_holds_second": 0,
+        "second_holds_first": 1,
+    }
+    with pytest.raises(ValueError, match="bounds"):
+        cross_containment(a, b, "range")

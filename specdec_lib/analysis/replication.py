@@ -218,19 +218,20 @@ def verdicts(first: dict, second: dict) -> dict[str, dict]:
 def paired_intervals(result: dict) -> list[dict]:
     """Every paired interval of a result as a row (``workload``, ``key``, ``speedup``,
     ``speedup_low``, ``speedup_high``): its rows against plain decoding (plain's own left
-    out), and, from ``wall_clock.py``, each fixed k against the best, each adaptive policy's
+    out; with ``rerun_low``/``rerun_high`` where the result has them), and, from
+    ``wall_clock.py``, each fixed k against the best, each adaptive policy's
     share of the best and the n-gram drafter against the draft model. Two runs' lists pair
     up by ``key`` (:func:`cross_containment` takes them in the same order)."""
 
     def row(w: str, key: str, v: float, low: float, high: float) -> dict:
         return {"workload": w, "key": key, "speedup": v, "speedup_low": low, "speedup_high": high}
 
-    out = [
-        row(r["workload"], f"{r['workload']} {r.get('method', r.get('batch'))} vs plain",
-            _value(r), r["speedup_low"], r["speedup_high"])
-        for r in result["rows"]
-        if r.get("drafter") != "none"
-    ]  # fmt: skip
+    out = []
+    for r in result["rows"]:
+        if r.get("drafter") != "none":
+            name = f"{r['workload']} {r.get('method', r.get('batch'))} vs plain"
+            out.append(row(r["workload"], name, _value(r), r["speedup_low"], r["speedup_high"]))
+            out[-1].update({k: r[k] for k in ("rerun_low", "rerun_high") if k in r})
     for name, s in result.get("summary", {}).items():
         w = name.rsplit(" ", 1)[0]
         for k, e in s.get("vs_best", {}).items():
@@ -251,21 +252,26 @@ def _value(row: dict) -> float:
     return row["speedup"] if "speedup" in row else row["speedup_median"]
 
 
-def cross_containment(first: Sequence[dict], second: Sequence[dict]) -> dict[str, int]:
+def cross_containment(
+    first: Sequence[dict], second: Sequence[dict], bounds: str = "speedup"
+) -> dict[str, int]:
     """How often each run's 95% interval holds the other run's point estimate, over paired
-    rows (the same configuration in both runs, in the same order)."""
+    rows (the same configuration in both runs, in the same order). ``bounds`` names the
+    interval: ``"speedup"`` (``speedup_low``/``speedup_high``, the paired interval) or
+    ``"rerun"`` (``rerun_low``/``rerun_high``, where a rerun should fall)."""
     if len(first) != len(second) or not first:
         raise ValueError("first and second must hold the same, non-zero number of rows")
+    if bounds not in ("speedup", "rerun"):
+        raise ValueError(f"bounds must be 'speedup' or 'rerun', got {bounds!r}")
+    low, high = f"{bounds}_low", f"{bounds}_high"
+
+    def held(x: Sequence[dict], y: Sequence[dict]) -> int:
+        return sum(a[low] <= _value(b) <= a[high] for a, b in zip(x, y, strict=True))
+
     return {
         "rows": len(first),
-        "first_holds_second": sum(
-            a["speedup_low"] <= _value(b) <= a["speedup_high"]
-            for a, b in zip(first, second, strict=True)
-        ),
-        "second_holds_first": sum(
-            b["speedup_low"] <= _value(a) <= b["speedup_high"]
-            for a, b in zip(first, second, strict=True)
-        ),
+        "first_holds_second": held(first, second),
+        "second_holds_first": held(second, first),
     }
 
 

@@ -18,7 +18,9 @@ other timers are thin uses of it, and the statistics below read what it returns.
 * :class:`Estimate`, :func:`bootstrap_interval`, :func:`paired_speedup`, :func:`blocks_of`:
   point estimates with bootstrap 95% intervals. A comparison of two methods timed on the
   same prompts in the same repeats is the paired interval of the ratio of their times,
-  resampling prompts and blocks of repeats (so slow drift of the machine is in it).
+  resampling prompts and blocks of repeats (so slow drift of the machine is in it);
+  :func:`paired_rerun_interval`: where a rerun's value should fall, from the spread
+  between blocks.
 * :func:`time_inside`, :func:`batch_time_parts`: one call split into time inside the
   models' forward passes and the host's own work (forward hooks, not a loop).
 
@@ -27,6 +29,7 @@ Every results file is stamped (:mod:`specdec_lib.analysis.provenance`).
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 import time
@@ -445,6 +448,47 @@ def paired_speedup(
         reps = [r for _ in groups for r in groups[rng.randrange(len(groups))]]
         boot.append(ratio(prompts, reps))
     return Estimate(ratio(range(n_p), range(n_r)), *_percentiles(boot, level), level)
+
+
+def paired_rerun_interval(
+    base: Sequence[Sequence[float]],
+    method: Sequence[Sequence[float]],
+    blocks: int | None = None,
+    level: float = 0.95,
+) -> Estimate:
+    """Where a rerun's :func:`paired_speedup` of the same prompts should fall, from this run.
+
+    Each block of repeats (:func:`blocks_of`; ``blocks=None``: every repeat its own block)
+    gives its own speed-up, total over prompts of each prompt's median in the block, base /
+    method. Blocks spread over the run sample the machine's state at different times; if a
+    rerun draws its blocks from the same states, this run's and the rerun's log speed-ups
+    each average ``n`` such draws, and their difference has standard deviation s·√(2/n),
+    s the blocks' standard deviation. The interval is this run's value times
+    exp(±t·s·√(2/n)), t the Student quantile with n − 1 degrees of freedom (few blocks
+    widen it, as they should). It holds a rerun's value at ``level`` only as far as the
+    blocks' spread represents the spread between runs; compare two runs to find out
+    (:mod:`specdec_lib.analysis.replication`).
+    """
+    from scipy.stats import t as student  # imported here: only the benchmarks need it
+
+    n_p, n_r = len(base), len(base[0]) if base else 0
+    if n_r == 0 or len(method) != n_p or any(len(t) != n_r for t in [*base, *method]):
+        raise ValueError("base and method must be non-empty prompts x repeats tables of one shape")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    groups = blocks_of(n_r, n_r if blocks is None else blocks)
+    if len(groups) < 2:
+        raise ValueError(f"blocks must be >= 2 to measure a spread between blocks, got {blocks}")
+
+    def log_ratio(reps: Sequence[int]) -> float:
+        b = sum(statistics.median(row[r] for r in reps) for row in base)
+        m = sum(statistics.median(row[r] for r in reps) for row in method)
+        return math.log(b / m)
+
+    centre, n = log_ratio(range(n_r)), len(groups)
+    half = student.ppf((1 + level) / 2, n - 1) * statistics.stdev(map(log_ratio, groups))
+    half *= math.sqrt(2 / n)
+    return Estimate(math.exp(centre), math.exp(centre - half), math.exp(centre + half), level)
 
 
 def time_inside(
