@@ -165,15 +165,14 @@ def test_cost_aware_k_leaves_the_greedy_output_unchanged(target, tok):
     assert adaptive == plain and all(1 <= r.k <= 16 for r in stats.log)
 
 
+def _costs(**more) -> UnitCosts:
+    """Made-up unit costs: a pass of 1 s + 0.1 s per position, a prefill of 10 tokens 3 s."""
+    line = PassCostFit(fixed=1.0, per_position=0.1)
+    return UnitCosts(line, 0.2, 0.01, {10: 3.0}, host_step=0.05, host_round=0.1, **more)
+
+
 def test_unit_costs_predict_plain_and_speculative_requests_from_counts():
-    costs = UnitCosts(
-        pass_fit=PassCostFit(fixed=1.0, per_position=0.1),
-        draft_pass=0.2,
-        lookup=0.01,
-        prefill={10: 3.0},
-        host_step=0.05,
-        host_round=0.1,
-    )
+    costs = _costs()
     assert costs.prefill_time(12) == pytest.approx(3.2)
     assert costs.plain_request(10, 5) == pytest.approx(3.0 + 4 * 1.1 + 5 * 0.05)
     # two rounds: prefill with a 2-token proposal, then a pass over 3+1 positions
@@ -224,16 +223,7 @@ def test_a_rerun_interval_widens_with_the_spread_between_blocks_and_with_fewer_b
 
 
 def test_unit_costs_round_trip_through_a_result_file():
-    costs = UnitCosts(
-        pass_fit=PassCostFit(fixed=1.0, per_position=0.1),
-        draft_pass=0.2,
-        lookup=0.01,
-        prefill={10: 3.0},
-        host_step=0.05,
-        host_round=0.1,
-        host_draft_step=0.02,
-        single_pass=0.5,
-    )
+    costs = _costs(host_draft_step=0.02, single_pass=0.5)
     stored = costs.to_result(max_k=4)
     assert stored["c_draft"] == pytest.approx(0.4) and stored["c_lookup"] == pytest.approx(0.02)
     assert (
