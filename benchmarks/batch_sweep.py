@@ -78,10 +78,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--strict", action="store_true", help="refuse to write if busy")
     parser.add_argument("--small", action="store_true", help=f"a quick check: {SMALL}")
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--out", type=Path, default=None, help=f"default {OUT}")
     args = parser.parse_args(argv)
+    if args.small and args.out is None:
+        parser.error("--small needs --out: a check must not overwrite the committed results")
     if args.small:
         vars(args).update(SMALL)
+    args.out = args.out or OUT
     args.blocks = args.blocks or args.repeats  # 0: every repeat its own block
     if not 2 <= args.blocks <= args.repeats:
         parser.error(f"--blocks must lie in [2, --repeats={args.repeats}], got {args.blocks}")

@@ -230,6 +230,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--counts-only", action="store_true", help="time nothing: write round logs")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
+    if args.small and args.out is None:
+        p.error("--small needs --out: a check must not overwrite the committed results")
     if args.small:
         vars(args).update(SMALL)
     args.out = args.out or (COUNTS_OUT if args.counts_only else OUT)

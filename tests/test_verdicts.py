@@ -196,13 +196,16 @@ def test_between_run_variance_grows_with_the_gap_and_widens_the_intervals():
         rerun_interval(first[0], -1.0)
 
 
-def _wall_clock():
-    path = ROOT / "benchmarks" / "wall_clock.py"
-    spec = importlib.util.spec_from_file_location("wall_clock", path)
+def _benchmark(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules["wall_clock"] = module  # its dataclass resolves annotations through it
+    sys.modules[name] = module  # a dataclass resolves its annotations through it
     spec.loader.exec_module(module)
     return module
+
+
+def _wall_clock():
+    return _benchmark("wall_clock")
 
 
 def _timed_result(slow_k2: float) -> dict:
@@ -290,3 +293,16 @@ def test_paired_intervals_list_every_comparison_and_containment_reads_either_int
     }
     with pytest.raises(ValueError, match="bounds"):
         cross_containment(a, b, "range")
+
+
+@pytest.mark.parametrize("name", ["wall_clock", "batch_sweep"])
+def test_the_benchmarks_quick_check_needs_its_own_output_and_blocks_need_a_spread(name, capsys):
+    parse = _benchmark(name).parse_args
+    with pytest.raises(SystemExit):
+        parse(["--small"])  # would overwrite the committed results
+    assert "--small needs --out" in capsys.readouterr().err
+    small = parse(["--small", "--out", "/tmp/x.json"])
+    assert small.repeats == small.blocks == 4
+    assert parse([]).blocks == parse([]).repeats  # by default every repeat is its own block
+    with pytest.raises(SystemExit):
+        parse(["--blocks", "1"])  # one block has no spread to measure
