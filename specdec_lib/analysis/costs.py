@@ -24,8 +24,7 @@ the slopes between every pair of points), so one measurement spoiled by a burst 
 cannot bend it. :func:`weight_bytes` is the other half of chapter 1's argument: the
 bytes of weights a batch-one decode step reads to produce its single token.
 
-Every timing is made by :mod:`specdec_lib.analysis.timing`; this module models, and
-:func:`measure_unit_costs` times the units of :class:`UnitCosts` with that module's loop.
+Every timing is made by :mod:`specdec_lib.analysis.timing` (so is :func:`measure_unit_costs`).
 """
 
 from __future__ import annotations
@@ -34,18 +33,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import torch
-
 from specdec_lib.analysis.timing import Timing, interleaved, time_inside, time_passes
-from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter
-from specdec_lib.engine.generate import (
-    RoundRecord,
-    SpeculationStats,
-    generate,
-    speculative_generate,
-)
+from specdec_lib.engine.generate import RoundRecord, SpeculationStats, speculative_generate
 from specdec_lib.engine.model import ModelConfig, TinyGPT
-from specdec_lib.engine.sampling import SamplingParams
 
 
 def weight_bytes(model: TinyGPT) -> int:
@@ -146,6 +136,30 @@ class UnitCosts:
             return self.single_pass
         return self.pass_fit.predict(positions)
 
+    def plain_request(self, prompt_len: int, tokens: int) -> float:
+        """Plain decoding: the prefill pass gives the first token, one pass per later token."""
+        return (
+            self.prefill_time(prompt_len)
+            + (tokens - 1) * self.pass_time(1)
+            + tokens * self.host_step
+        )
+
+    def speculative_request(
+        self, prompt_len: int, proposal_lengths: Sequence[int], draft_passes: int, lookups: int
+    ) -> float:
+        """Speculation: the first round's pass is the prefill (prompt plus proposal), each later
+        round one pass over its proposal plus the pending token; drafting charged as incurred."""
+        if not proposal_lengths:
+            raise ValueError("proposal_lengths must hold one length per round, got none")
+        first, *later = proposal_lengths
+        return (
+            self.prefill_time(prompt_len + first)
+            + sum(self.pass_time(m + 1) for m in later)
+            + draft_passes * (self.draft_pass + self.host_draft_step)
+            + lookups * self.lookup
+            + len(proposal_lengths) * self.host_round
+        )
+
     @property
     def c_draft(self) -> float:
         """A draft-model pass as a fraction of a one-position target pass."""
@@ -179,30 +193,6 @@ class UnitCosts:
             "verify_cost": {str(k): self.verify_cost(k) for k in range(1, max_k + 1)},
         }
 
-    def plain_request(self, prompt_len: int, tokens: int) -> float:
-        """Plain decoding: the prefill pass gives the first token, one pass per later token."""
-        return (
-            self.prefill_time(prompt_len)
-            + (tokens - 1) * self.pass_time(1)
-            + tokens * self.host_step
-        )
-
-    def speculative_request(
-        self, prompt_len: int, proposal_lengths: Sequence[int], draft_passes: int, lookups: int
-    ) -> float:
-        """Speculation: the first round's pass is the prefill (prompt plus proposal), each later
-        round one pass over its proposal plus the pending token; drafting charged as incurred."""
-        if not proposal_lengths:
-            raise ValueError("proposal_lengths must hold one length per round, got none")
-        first, *later = proposal_lengths
-        return (
-            self.prefill_time(prompt_len + first)
-            + sum(self.pass_time(m + 1) for m in later)
-            + draft_passes * (self.draft_pass + self.host_draft_step)
-            + lookups * self.lookup
-            + len(proposal_lengths) * self.host_round
-        )
-
 
 def measure_unit_costs(
     target: TinyGPT,
@@ -223,6 +213,12 @@ def measure_unit_costs(
     prompts) by forward hooks: inside the decoding loop a one-position pass runs faster
     than the line through 1..17 positions says (matrix-vector products, warm caches).
     """
+    import torch  # here, not at the top: the chapters show this module's lines by number
+
+    from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter
+    from specdec_lib.engine.generate import generate
+    from specdec_lib.engine.sampling import SamplingParams
+
     if len(prompts) < 2 or tokens < 2:
         raise ValueError(f"prompts must hold >= 2 prompts and tokens be >= 2, got {tokens}")
     prompts = [list(p) for p in prompts]
