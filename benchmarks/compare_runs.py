@@ -4,6 +4,7 @@
         benchmarks/results/wall_clock_rerun.json
     python benchmarks/compare_runs.py benchmarks/results/batch_sweep.json \
         benchmarks/results/batch_sweep_rerun.json
+    python benchmarks/compare_runs.py RUN1.json RUN2.json RUN3.json ...   # three or more runs
 
 Works on the results of ``wall_clock.py`` and ``batch_sweep.py``. It prints, in order:
 
@@ -23,6 +24,11 @@ Works on the results of ``wall_clock.py`` and ``batch_sweep.py``. It prints, in 
   (:func:`~specdec_lib.analysis.replication.verdicts`): each best fixed k and the faster
   drafter (``wall_clock``), each crossover (``batch_sweep``).
 
+Given three runs or more, it compares the first two as above, then reports how often two
+runs pooled (:func:`~specdec_lib.analysis.replication.next_run_interval`) hold a third
+run's value, over every pair and every other run
+(:func:`~specdec_lib.analysis.replication.next_run_coverage`; target 95%).
+
 A verdict the two runs disagree on is printed as DIFFERENT. Exit status 1 if any verdict
 differs between the runs; an interval that misses the other run's value is reported, not
 fatal.
@@ -37,6 +43,7 @@ from pathlib import Path
 from specdec_lib.analysis.replication import (
     cross_containment,
     crossover,
+    next_run_coverage,
     paired_intervals,
     rerun_coverage,
     rerun_interval,
@@ -44,12 +51,18 @@ from specdec_lib.analysis.replication import (
 )
 
 
+def common_rows(*results: dict) -> list[list[dict]]:
+    """The paired intervals every run holds (:func:`paired_intervals`), in the first run's
+    order, matched by key: one list per run."""
+    keyed = [{r["key"]: r for r in paired_intervals(result)} for result in results]
+    keys = [k for k in keyed[0] if all(k in other for other in keyed[1:])]
+    return [[rows[k] for k in keys] for rows in keyed]
+
+
 def paired_rows(first: dict, second: dict) -> tuple[list[dict], list[dict]]:
-    """The paired intervals both runs hold (:func:`paired_intervals`), in the first run's
-    order, matched by key."""
-    rows2 = {r["key"]: r for r in paired_intervals(second)}
-    keep = [r for r in paired_intervals(first) if r["key"] in rows2]
-    return keep, [rows2[r["key"]] for r in keep]
+    """:func:`common_rows` of two runs."""
+    rows1, rows2 = common_rows(first, second)
+    return rows1, rows2
 
 
 def _alone(result: dict, name: str) -> str:
@@ -143,10 +156,17 @@ def compare(first: dict, second: dict) -> int:
 
 
 def main() -> None:
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         sys.exit(__doc__)
-    first, second = (json.loads(Path(p).read_text()) for p in sys.argv[1:])
-    sys.exit(1 if compare(first, second) else 0)
+    results = [json.loads(Path(p).read_text()) for p in sys.argv[1:]]
+    differ = compare(*results[:2])
+    if len(results) > 2:
+        cover = next_run_coverage(common_rows(*results))
+        print(
+            f"two runs pooled hold a third run's value in {cover['held']} of {cover['checked']} "
+            f"checks ({cover['share']:.0%}; target 95%)"
+        )
+    sys.exit(1 if differ else 0)
 
 
 if __name__ == "__main__":

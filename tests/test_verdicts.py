@@ -23,6 +23,8 @@ from specdec_lib.analysis.replication import (
     cross_containment,
     crossover,
     drafter_comparison,
+    next_run_coverage,
+    next_run_interval,
     paired_intervals,
     pooled_interval,
     rerun_coverage,
@@ -306,3 +308,19 @@ def test_the_benchmarks_quick_check_needs_its_own_output_and_blocks_need_a_sprea
     assert parse([]).blocks == parse([]).repeats  # by default every repeat is its own block
     with pytest.raises(SystemExit):
         parse(["--blocks", "1"])  # one block has no spread to measure
+
+
+def test_two_runs_pooled_predict_a_third_with_its_own_error_and_run_term():
+    one, two = _row("a", 1, 0.99, 1.01, 1.0), _row("a", 1, 1.19, 1.21, 1.2)
+    quiet = next_run_interval(one, two, tau2=0.0)
+    assert quiet.value == pytest.approx(1.2**0.5)
+    wide = next_run_interval(one, two, tau2=0.01)
+    assert wide.low < quiet.low and wide.high > quiet.high  # the third run's run term
+    # three runs that differ by a run effect: pooling any two predicts the third
+    runs = [[_row(w, 1, v * 0.98, v * 1.02, v) for w in "ab"] for v in (1.0, 1.2, 1.1)]
+    cover = next_run_coverage(runs)
+    assert cover["checked"] == 6 and cover["share"] == 1.0
+    with pytest.raises(ValueError, match="three"):
+        next_run_coverage(runs[:2])
+    with pytest.raises(ValueError, match="tau2"):
+        next_run_interval(one, two, -0.1)

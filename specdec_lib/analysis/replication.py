@@ -21,11 +21,14 @@ value. Both benchmarks' result files and the chapters read their verdicts from h
 * :func:`verdicts`: every verdict of a pair of result files, by name.
 * :func:`cross_containment`: how often each run's interval holds the other run's value.
 * :func:`between_run_variance`, :func:`rerun_interval`, :func:`pooled_interval`: a
-  run-to-run term estimated from the rows of two runs, and intervals that carry it.
+  run-to-run term estimated from the rows of two runs, and intervals that carry it;
+  :func:`next_run_interval`, :func:`next_run_coverage`: where a third run should fall, from
+  two runs pooled, and how often it does.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
@@ -341,3 +344,32 @@ def rerun_coverage(first: Sequence[dict], second: Sequence[dict]) -> dict[str, f
         "first_holds_second": held[0] / n,
         "second_holds_first": held[1] / n,
     }
+
+
+def next_run_interval(first: dict, second: dict, tau2: float, level_z: float = Z95) -> Estimate:
+    """Where a further run's value of a row should fall, from two runs of it: centred on the
+    two runs' geometric mean, carrying that mean's error (both runs' own errors and τ²/2, as
+    :func:`pooled_interval`) plus the further run's own: its within-run error (taken as the
+    mean of the two runs') and its own run-to-run term τ²."""
+    if tau2 < 0:
+        raise ValueError(f"tau2 must be >= 0, got {tau2}")
+    centre = (math.log(_value(first)) + math.log(_value(second))) / 2
+    own = (_log_se(first) ** 2 + _log_se(second) ** 2) / 2
+    half = level_z * math.sqrt(own / 2 + tau2 / 2 + own + tau2)
+    return Estimate(math.exp(centre), math.exp(centre - half), math.exp(centre + half))
+
+
+def next_run_coverage(runs: Sequence[Sequence[dict]]) -> dict[str, float]:
+    """How often :func:`next_run_interval` from two runs holds a third run's value: for every
+    pair of ``runs`` (each a list of rows, the same configurations in the same order; τ²
+    from that pair's rows), every row of every other run. Needs three runs or more."""
+    if len(runs) < 3 or any(len(r) != len(runs[0]) or not r for r in runs):
+        raise ValueError("runs must hold three or more runs of the same, non-zero number of rows")
+    held = checked = 0
+    for i, j in itertools.combinations(range(len(runs)), 2):
+        tau2 = between_run_variance(runs[i], runs[j])
+        for k in (k for k in range(len(runs)) if k not in (i, j)):
+            for a, b, c in zip(runs[i], runs[j], runs[k], strict=True):
+                held += next_run_interval(a, b, tau2).holds(_value(c))
+                checked += 1
+    return {"checked": checked, "held": held, "share": held / checked}
