@@ -1,11 +1,5 @@
-"""Print every check's catch rate on every named mistake, and its false alarms.
-
-    python -m specdec_lib.grading --seeds 100
-
-The table the "For teachers" page describes: each mistake in
-:mod:`specdec_lib.grading.mistakes` run through its check over many seeds, and the
-correct reference over the same seeds. Checks that run models (``SLOW``) get at most
-3 seeds: they are deterministic, or nearly so.
+"""Print every check's catch rate on every named mistake, and its false alarms:
+``python -m specdec_lib.grading --seeds 100``. Checks that run models get at most 3 seeds.
 """
 
 from __future__ import annotations
@@ -18,7 +12,7 @@ from specdec_lib.engine.weights import load_model
 from . import CHECKS
 from .mistakes import MISTAKES, catch_rates
 
-SLOW = {"check_speculative_generate": ("target", "draft"), "check_cache_lengths": ("target",)}
+_SLOW = {"check_speculative_generate": ("target", "draft"), "check_cache_lengths": ("target",)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -30,7 +24,7 @@ def main(argv: list[str] | None = None) -> None:
     print("| check | mistake | expected diagnosis | caught | seconds |")
     print("| --- | --- | --- | --- | --- |")
     for name in args.checks:
-        models = SLOW.get(name, ())
+        models = _SLOW.get(name, ())
         kwargs = {m: load_model(m, trained=False) for m in models} if args.untrained else {}
         start = time.perf_counter()
         rates = catch_rates(

@@ -1,16 +1,14 @@
 """Call student code without letting it crash, hang or disturb the notebook.
 
-A check never raises because of the student's code: an exception, a wrong return
-type or a hang (a limit on CPU time) become failing reports, so a notebook that calls
-a check keeps running. A check seeds and then restores the global random generators
-and runs on one torch thread, so it prints the same report every time and leaves the
-notebook's state as it found it. Student code is called one way, :func:`call_student`;
-:func:`compare` is the whole of a check whose exercise has one right answer per input.
+An exception, a wrong return type or a hang (a limit on CPU time) become failing
+reports, so a notebook that calls a check keeps running. A check seeds, then restores,
+the global random generators and runs on one torch thread, so it prints the same report
+every time and leaves the notebook as it found it. Student code is called one way:
+:func:`call_student`.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import random
@@ -18,7 +16,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,32 +24,27 @@ from typing import Any
 import numpy as np
 import torch
 
-from .mistakes import Mistake
 from .report import Diagnosis, Report
 
 # Where ``scripts/coursework.py grade`` collects the reports of a notebook.
 LOG_ENV = "SPECDEC_GRADING_LOG"
 
 # The limit is on CPU time, which a runaway loop burns and a busy machine does not
-# inflate; a wall-clock backstop at WALL_FACTOR times it catches code that only waits.
-WALL_FACTOR = 5
+# inflate; a wall-clock backstop at _WALL_FACTOR times it catches code that only waits.
+_WALL_FACTOR = 5
 
 # Frames in this package are the grader's and the engine's, not the student's.
-LIBRARY = Path(__file__).resolve().parents[1]
+_LIBRARY = Path(__file__).resolve().parents[1]
 
 
-class Abort(Exception):
-    """Ends a check with a failing report: the diagnosis's advice, then ``details``."""
+class Abort(BaseException):
+    """Ends a check with a failing report: the diagnosis's advice, then ``details``. A
+    BaseException, so that student code catching ``Exception`` cannot swallow it."""
 
     def __init__(self, diagnosis: Diagnosis, details: str, **evidence: Any) -> None:
         self.message = f"{diagnosis.advice} {details}".strip()
         super().__init__(self.message)
         self.diagnosis, self.evidence = diagnosis, evidence
-
-
-class NoProgress(BaseException):
-    """Raised from inside student code whose loop stopped advancing (a BaseException, like
-    the timeout, so that student code catching ``Exception`` cannot swallow it)."""
 
 
 class _Timeout(BaseException):
@@ -74,7 +67,7 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
 
     timers = [
         (signal.SIGPROF, signal.ITIMER_PROF, 1),
-        (signal.SIGALRM, signal.ITIMER_REAL, WALL_FACTOR),
+        (signal.SIGALRM, signal.ITIMER_REAL, _WALL_FACTOR),
     ]
     saved = [(signum, signal.signal(signum, on_alarm)) for signum, _, _ in timers]
     for _, which, factor in timers:
@@ -111,7 +104,7 @@ def _where(exc: BaseException) -> str:
     frames = [
         f
         for f in traceback.extract_tb(exc.__traceback__)
-        if LIBRARY not in Path(f.filename).resolve().parents and "torch" not in f.filename
+        if _LIBRARY not in Path(f.filename).resolve().parents and "torch" not in f.filename
     ]
     if not frames:
         return ""
@@ -125,28 +118,12 @@ def call_student(fn: Callable, name: str, *args: Any, during: str = "") -> Any:
         return fn(*args)
     except NotImplementedError:
         raise Abort(Diagnosis.NOT_IMPLEMENTED, f"`{name}` is not implemented yet.") from None
-    except Abort:
-        raise
     except Exception as exc:
         detail = f"{type(exc).__name__}: {exc}"
         where = f"{_where(exc)}{' ' + during if during else ''}"
         raise Abort(
             Diagnosis.RAISED, f"`{name}` raised {detail}{where}.", exception=detail
         ) from None
-
-
-def check_signature(fn: Callable, name: str, expected: str) -> None:
-    """Abort unless ``fn`` accepts as many positional arguments as ``expected`` shows."""
-    n_args = expected.count(",") + 1 - expected.count("=")
-    try:
-        inspect.signature(fn).bind(*range(n_args))
-    except TypeError:
-        raise Abort(
-            Diagnosis.WRONG_SIGNATURE,
-            f"`{name}` must be callable as `{expected}`; it is `{name}{inspect.signature(fn)}`.",
-        ) from None
-    except ValueError:  # builtins without a signature: just try calling
-        pass
 
 
 def _record(report: Report) -> None:
@@ -176,16 +153,11 @@ def run_check(
             report = body(name)
     except Abort as abort:
         report = Report(check, name, False, abort.message, abort.diagnosis, abort.evidence)
-    except _Timeout:
-        details = f"`{name}` used more than {timeout:g} s of CPU time and was stopped."
-        abort = Abort(Diagnosis.TIMEOUT, details, cpu_time_limit_s=timeout)
+    except (_Timeout, Exception) as exc:  # the time limit, or a bug in the check itself
+        timeout_ = isinstance(exc, _Timeout)
+        details = f"It used {timeout} s of CPU time." if timeout_ else f"{exc!r}."
+        abort = Abort(Diagnosis.TIMEOUT if timeout_ else Diagnosis.GRADER_ERROR, details)
         report = Report(check, name, False, abort.message, abort.diagnosis, abort.evidence)
-    except NoProgress as stuck:
-        abort = Abort(Diagnosis.NO_PROGRESS, str(stuck))
-        report = Report(check, name, False, abort.message, abort.diagnosis)
-    except Exception as exc:  # a bug in the check, or an object it cannot handle
-        abort = Abort(Diagnosis.GRADER_ERROR, f"{type(exc).__name__}: {exc}.")
-        report = Report(check, name, False, abort.message, abort.diagnosis)
     _record(report)
     return report
 
@@ -217,61 +189,3 @@ def as_verification(value: Any, name: str) -> tuple[list[int], int]:
         what = f"`{name}` must return a pair (emitted, n_accepted), got {value!r:.60}."
         raise Abort(Diagnosis.WRONG_TYPE, what)
     return as_tokens(value[0], "emitted"), as_int(value[1], "n_accepted")
-
-
-def fingerprint(
-    mistakes: Mapping[str, Mistake],
-    cases: Sequence[Any],
-    expected: Sequence[Any],
-    got: Sequence[Any],
-    answer: Callable[[Callable, Any], Any],
-) -> tuple[Diagnosis, str] | None:
-    """``(diagnosis, "a/b")`` of the known mistake the student's answers agree with, if any.
-
-    A mistake fits when the student agrees with it on at least 90% of the cases where it
-    differs from the right answer, and it explains at least 60% of the student's wrong
-    answers; the best fit wins.
-    """
-    wrong = [i for i in range(len(cases)) if got[i] != expected[i]]
-    best = None
-    for mistake in mistakes.values():
-        theirs = [answer(mistake.function, case) for case in cases]
-        differs = [i for i in range(len(cases)) if theirs[i] != expected[i]]
-        agree = sum(got[i] == theirs[i] for i in differs)
-        explained = sum(got[i] == theirs[i] for i in wrong) / len(wrong)
-        if differs and agree >= 0.9 * len(differs) and explained >= 0.6:
-            score = (explained, agree / len(differs))
-            if best is None or score > best[0]:
-                best = (score, mistake.diagnosis, f"{agree}/{len(differs)}")
-    return None if best is None else (best[1], best[2])
-
-
-def compare(
-    check: str,
-    name: str,
-    fn: Callable,
-    cases: Sequence[Any],
-    answer: Callable[[Callable, Any], Any],
-    expected: Sequence[Any],
-    mistakes: Mapping[str, Mistake],
-    describe: Callable[[Any], str],
-) -> Report:
-    """The verdict of a check with one right answer per case, naming a known mistake.
-
-    ``answer(fn, case)`` is ``fn``'s answer as plain data (the student's through
-    :func:`call_student`), ``expected`` the library's, ``describe(case)`` a case in words.
-    """
-    got = [answer(fn, case) for case in cases]
-    wrong = [i for i in range(len(cases)) if got[i] != expected[i]]
-    evidence: dict[str, Any] = {"cases": len(cases), "wrong": len(wrong)}
-    if not wrong:
-        return Report(check, name, True, f"Correct on all {len(cases)} cases.", None, evidence)
-    found = fingerprint(mistakes, cases, expected, got, answer)
-    if found is not None:
-        evidence["agrees with this mistake on"] = found[1]
-    i = wrong[0]
-    details = (
-        f"Wrong on {len(wrong)} of {len(cases)} cases; the first: {describe(cases[i])}: "
-        f"expected {expected[i]!r:.200}, got {got[i]!r:.200}."
-    )
-    raise Abort(found[0] if found else Diagnosis.WRONG_ANSWER, details, **evidence)

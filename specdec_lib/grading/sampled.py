@@ -6,12 +6,20 @@ runs it many seeded times and returns what it saw. Some outcomes are certain for
 correct rule (p == q accepts everything); the others are tested with
 :mod:`specdec_lib.analysis.hypothesis` at thresholds a correct rule almost never
 crosses. Each classic mistake leaves a trace no correct rule can; when several show,
-the most specific diagnosis wins (:data:`PRIORITY`), and a crash in one probe does
-not hide what the others reveal.
+the most specific diagnosis wins (the first in ``Diagnosis``), and a crash in one probe
+does not hide what the others reveal.
+
+:func:`check_distribution_test` grades chapter 7's exercise, a distribution test, by its
+error rates: the student's test runs on the correct rule and on the biased one at
+:data:`_SEEDS` seeds each; at the level ``alpha`` the student states, the correct rule's
+failures must be consistent with ``alpha`` (a binomial tail below :data:`_TAIL_LIMIT` is
+not), and the biased rule must be caught in at least :data:`_MIN_CATCH` of the seeds.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -21,28 +29,22 @@ from specdec_lib.analysis.exact import exact_first_token_distribution
 from specdec_lib.analysis.hypothesis import chi_square, z_score
 from specdec_lib.engine.drafters import one_hot_probs
 from specdec_lib.engine.sampling import SamplingParams, process_logits
-from specdec_lib.engine.verify import target_distribution
+from specdec_lib.engine.verify import accept_sampled, accept_sampled_biased, target_distribution
 
-from .harness import Abort, as_verification, call_student, check_signature, run_check
+from .harness import Abort, as_verification, call_student, run_check
 from .report import Diagnosis as D
 from .report import Report
 
-V = 8
-T1 = SamplingParams(temperature=1.0)
-Z_LIMIT = 4.0  # |z| beyond this is a failure: two-sided p ~ 6e-5 for a correct rule
-P_LIMIT = 1e-4  # chi-square p-values below this are failures
-PRIORITY = [
-    D.NO_BONUS,
-    D.OFF_BY_ONE,
-    D.ACCEPT_WITH_P_TARGET,
-    D.RESAMPLE_FROM_TARGET,
-    D.UNNORMALISED_RESIDUAL,
-    D.IGNORES_PARAMS,
-    D.WRONG_ACCEPTANCE,
-    D.WRONG_DISTRIBUTION,
-]
-Trials = list[tuple[list[int], list[int], int]]  # (proposed, emitted, n_accepted) per round
-Seen = tuple[dict[str, Any], list[tuple[D, str]]]  # evidence, findings
+_V = 8
+_T1 = SamplingParams(temperature=1.0)
+_Z_LIMIT = 4.0  # |z| beyond this is a failure: two-sided p ~ 6e-5 for a correct rule
+_P_LIMIT = 1e-4  # chi-square p-values below this are failures
+_PASSED = (
+    "Correct: every exact probe behaves as the residual rule must, and the sampled "
+    "outputs match p_target (acceptance rate, one-hot draft, temperature and top-k)."
+)
+_Trials = list[tuple[list[int], list[int], int]]  # (proposed, emitted, n_accepted) per round
+_Seen = tuple[dict[str, Any], list[tuple[D, str]]]  # evidence, findings
 
 
 def _probs(*weights: float) -> torch.Tensor:
@@ -76,13 +78,13 @@ def _round_problem(emitted: list[int], n: int, proposed: list[int]) -> str | Non
     return None
 
 
-class Runner:
+class _Runner:
     """Runs the student's rule in one situation many times, checking each round's shape."""
 
     def __init__(self, fn: Callable, name: str, seed: int) -> None:
         self.fn, self.name, self.seed, self.calls = fn, name, seed, 0
 
-    def run(self, probe: int, logits, q, params, trials: int, propose: Callable) -> Trials:
+    def run(self, probe: int, logits, q, params, trials: int, propose: Callable) -> _Trials:
         gen = torch.Generator().manual_seed(self.seed * 1009 + probe)  # for the student
         ours = torch.Generator().manual_seed(self.seed * 1009 + probe + 500)  # for proposals
         out = []
@@ -92,8 +94,7 @@ class Runner:
             result = call_student(self.fn, self.name, *args, during=f"with k = {q.shape[0]}")
             self.calls += 1
             emitted, n = as_verification(result, self.name)
-            problem = _round_problem(emitted, n, proposed)
-            if problem:
+            if problem := _round_problem(emitted, n, proposed):
                 raise Abort(D.INVALID_OUTPUT, f"An impossible round: {problem}.")
             out.append((proposed, emitted, n))
         return out
@@ -103,11 +104,11 @@ def _sampled(q: torch.Tensor) -> Callable[[torch.Generator], list[int]]:
     return lambda g: torch.multinomial(q, 1, generator=g)[:, 0].tolist()
 
 
-def probe_equal(runner: Runner) -> Seen:
+def _probe_equal(runner: _Runner) -> _Seen:
     """p == q at every position: min(1, p/q) = 1, so all k are accepted and a bonus follows."""
     logits = _logits_for(_probs(0, 1, 2, 3, 1.5, 1.5, 1, 0)).repeat(4, 1)
-    q = process_logits(logits[:3], T1)
-    trials = runner.run(1, logits, q, T1, 60, _sampled(q))
+    q = process_logits(logits[:3], _T1)
+    trials = runner.run(1, logits, q, _T1, 60, _sampled(q))
     all_in = [t for t in trials if t[2] == 3]
     missing = sum(len(t[1]) == 3 for t in all_in)
     findings = []
@@ -119,57 +120,56 @@ def probe_equal(runner: Runner) -> Seen:
     return {"p==q: rounds accepting all 3": f"{len(all_in)}/{len(trials)}"}, findings
 
 
-def probe_shift(runner: Runner) -> Seen:
+def _probe_shift(runner: _Runner) -> _Seen:
     """Row 0 rules the proposal out, row 1 makes it certain: only row 0 may count."""
     logits = torch.stack(
         [_logits_for(_probs(0, 3, 3, 2, 2, 0, 0, 0)), _logits_for(_probs(0, 0, 0, 0, 0, 1, 0, 0))]
     )
-    trials = runner.run(2, logits, one_hot_probs([5], V), T1, 40, lambda g: [5])
+    trials = runner.run(2, logits, one_hot_probs([5], _V), _T1, 40, lambda g: [5])
     accepted = sum(t[2] for t in trials)
     details = f"Row 0 gives proposed[0] probability 0, row 1 gives it 1: accepted {accepted}/40."
     found = D.OFF_BY_ONE if accepted >= 20 else D.WRONG_ACCEPTANCE if accepted else None
     return {"p(x)=0 at row 0, 1 at row 1: accepted": accepted}, [(found, details)] if found else []
 
 
-def probe_ratio(runner: Runner) -> Seen:
+def _probe_ratio(runner: _Runner) -> _Seen:
     """p(x) = 0.6 > q(x) = 0.2: min(1, p/q) = 1, so the proposal is always accepted."""
     p, q = _probs(0, 6, 1, 1, 1, 1, 0, 0), _probs(0, 2, 2, 2, 2, 2, 0, 0)
-    trials = runner.run(3, _logits_for(p).repeat(2, 1), q[None], T1, 60, lambda g: [1])
+    trials = runner.run(3, _logits_for(p).repeat(2, 1), q[None], _T1, 60, lambda g: [1])
     accepted = sum(t[2] for t in trials)
     evidence = {"p(x)=0.6 > q(x)=0.2: accepted": f"{accepted}/60"}
     if accepted == 60:
         return evidence, []
     z = z_score(accepted, 60, 0.6)
     details = f"p(x) = 0.6 > q(x) = 0.2: accepted {accepted}/60 (z = {z:+.1f} against 0.6)."
-    return evidence, [
-        (D.ACCEPT_WITH_P_TARGET if abs(z) <= Z_LIMIT else D.WRONG_ACCEPTANCE, details)
-    ]
+    found = D.ACCEPT_WITH_P_TARGET if abs(z) <= _Z_LIMIT else D.WRONG_ACCEPTANCE
+    return evidence, [(found, details)]
 
 
-def probe_rate(runner: Runner) -> Seen:
+def _probe_rate(runner: _Runner) -> _Seen:
     """p(x) = 0.3, q(x) = 0.6: accepted with probability 0.5; replacements from the residual."""
     p, q = _probs(0, 3, 2, 2, 3, 0, 0, 0), _probs(0, 6, 1, 1, 1, 1, 0, 0)
-    trials = runner.run(4, _logits_for(p).repeat(2, 1), q[None], T1, 150, lambda g: [1])
+    trials = runner.run(4, _logits_for(p).repeat(2, 1), q[None], _T1, 150, lambda g: [1])
     accepted = sum(t[2] for t in trials)
     z = z_score(accepted, 150, 0.5)
     findings = []
-    if abs(z) > Z_LIMIT:
+    if abs(z) > _Z_LIMIT:
         findings.append((D.WRONG_ACCEPTANCE, f"min(1, 0.3/0.6) = 0.5; accepted {accepted}/150."))
     residual = (p - q).clamp(min=0)
-    outside = sum(not 0 <= t[1][0] < V or residual[t[1][0]] <= 0 for t in trials if t[2] == 0)
+    outside = sum(not 0 <= t[1][0] < _V or residual[t[1][0]] <= 0 for t in trials if t[2] == 0)
     if outside:
         findings.append((D.WRONG_DISTRIBUTION, f"{outside} replacements outside max(0, p - q)."))
     return {"p(x)=0.3, q(x)=0.6: acceptance (expect 0.5)": f"{accepted / 150:.3f}"}, findings
 
 
-def probe_one_hot(runner: Runner) -> Seen:
+def _probe_one_hot(runner: _Runner) -> _Seen:
     """A one-hot drafter proposing d: P(d) must be p(d), and a replacement is never d."""
     d, p = 1, _probs(0, 5, 1, 1, 1, 1, 1, 0)
-    q = one_hot_probs([d], V)
-    trials = runner.run(5, _logits_for(p).repeat(2, 1), q, T1, 200, lambda g: [d])
+    q = one_hot_probs([d], _V)
+    trials = runner.run(5, _logits_for(p).repeat(2, 1), q, _T1, 200, lambda g: [d])
     first = [t[1][0] for t in trials]
     replacements = [t[1][0] for t in trials if t[2] == 0]
-    impossible = sorted({y for y in replacements if not 0 <= y < V or p[y] <= 0})
+    impossible = sorted({y for y in replacements if not 0 <= y < _V or p[y] <= 0})
     n_d = first.count(d)
     exact = float(exact_first_token_distribution(p, q[0])[d])
     biased = float(exact_first_token_distribution(p, q[0], target_distribution)[d])
@@ -185,15 +185,13 @@ def probe_one_hot(runner: Runner) -> Seen:
     if impossible:
         details = f"Replacements the target gives probability 0: ids {impossible}."
         findings.append((D.UNNORMALISED_RESIDUAL, details))
-    if abs(z) > Z_LIMIT or pvalue < P_LIMIT:
+    if abs(z) > _Z_LIMIT or pvalue < _P_LIMIT:
         findings.append((D.WRONG_DISTRIBUTION, f"{freq}; chi-square p-value {pvalue:.2g}."))
-    return {
-        "one-hot draft: P(drafted token)": freq,
-        "one-hot draft: chi-square p": pvalue,
-    }, findings
+    evidence = {"one-hot draft: P(drafted token)": freq, "one-hot draft: chi-square p": pvalue}
+    return evidence, findings
 
 
-def probe_filtered(runner: Runner) -> Seen:
+def _probe_filtered(runner: _Runner) -> _Seen:
     """Temperature 0.8 and top-k 5: the token at position 2 must follow the filtered p[1]."""
     params = SamplingParams(temperature=0.8, top_k=5)
     raw = torch.tensor(
@@ -212,14 +210,14 @@ def probe_filtered(runner: Runner) -> Seen:
     second = [t[1][1] for t in trials if len(t[1]) > 1]
     pvalue = _chi_square_p(second, process_logits(raw[1], params))
     evidence = {"temperature 0.8, top-k 5: chi-square p (position 2)": pvalue}
-    if pvalue >= P_LIMIT:
+    if pvalue >= _P_LIMIT:
         return evidence, []
     raw_p = _chi_square_p(second, torch.softmax(raw[1], -1))
     details = f"Position 2 against the processed p: chi-square p = {pvalue:.2g}; raw: {raw_p:.2g}."
-    return evidence, [(D.IGNORES_PARAMS if raw_p >= P_LIMIT else D.WRONG_DISTRIBUTION, details)]
+    return evidence, [(D.IGNORES_PARAMS if raw_p >= _P_LIMIT else D.WRONG_DISTRIBUTION, details)]
 
 
-PROBES = [probe_equal, probe_shift, probe_ratio, probe_rate, probe_one_hot, probe_filtered]
+_PROBES = [_probe_equal, _probe_shift, _probe_ratio, _probe_rate, _probe_one_hot, _probe_filtered]
 
 
 def check_accept_sampled(
@@ -235,14 +233,11 @@ def check_accept_sampled(
     """
 
     def body(name: str) -> Report:
-        check_signature(
-            accept_sampled, name, f"{name}(target_logits, draft_probs, proposed, params, gen=None)"
-        )
-        runner = Runner(accept_sampled, name, seed)
+        runner = _Runner(accept_sampled, name, seed)
         evidence: dict[str, Any] = {}
         findings: list[tuple[D, str]] = []
         errors: list[Abort] = []
-        for probe in PROBES:
+        for probe in _PROBES:
             try:
                 seen, found = probe(runner)
             except Abort as abort:  # "accept with p(x)" may divide 0 by 0 when p == q
@@ -254,7 +249,7 @@ def check_accept_sampled(
             findings += found
         evidence["calls"] = runner.calls
         if findings:
-            findings.sort(key=lambda f: PRIORITY.index(f[0]))
+            findings.sort(key=lambda f: list(D).index(f[0]))  # the most specific first
             others = {d.headline for d, _ in findings[1:]} - {findings[0][0].headline}
             if others:
                 evidence["also seen"] = ", ".join(sorted(others))
@@ -264,14 +259,89 @@ def check_accept_sampled(
         if errors:
             errors[0].evidence.update(evidence)
             raise errors[0]
+        return Report("check_accept_sampled", name, True, _PASSED, None, evidence)
+
+    return run_check("check_accept_sampled", accept_sampled, body, seed, timeout)
+
+
+_SEEDS = 100  # per rule
+_MIN_CATCH = 0.8  # the power the test must show against the biased rule
+_TAIL_LIMIT = 1e-3  # the check's own false-alarm rate on a test whose level is alpha
+
+
+def binomial_tail(failures: int, runs: int, alpha: float) -> float:
+    """P(at least ``failures`` of ``runs``) when each fails with probability ``alpha``."""
+    return sum(
+        math.comb(runs, i) * alpha**i * (1 - alpha) ** (runs - i) for i in range(failures, runs + 1)
+    )
+
+
+def check_distribution_test(
+    distribution_test: Callable, alpha: float = 0.05, seed: int = 0, timeout: float | None = 120.0
+) -> Report:
+    """Check ``distribution_test(rule, seed) -> float``, a test's p-value for "``rule`` emits
+    the target's distribution", over ``_SEEDS`` seeds per rule at level ``alpha``.
+
+    ``rule`` has ``accept_sampled``'s signature; the test chooses where to run it, how
+    many rounds and which statistic, and must draw every random number from ``seed``.
+    """
+    if not 0 < alpha <= 0.5:
+        raise ValueError(f"alpha must lie in (0, 0.5], got {alpha!r}")
+
+    def body(name: str) -> Report:
+        calls = [0]
+
+        def counted(rule: Callable) -> Callable:
+            def wrapped(*args: Any) -> Any:
+                calls[0] += 1
+                return rule(*args)
+
+            return wrapped
+
+        def p_values(rule: Callable, first: int) -> list[float]:
+            out = []
+            for s in range(first, first + _SEEDS):
+                value = call_student(distribution_test, name, counted(rule), s, during=f"seed {s}")
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    raise Abort(D.WRONG_TYPE, f"Return the p-value, got {value!r:.60}.")
+                if not 0 <= value <= 1:
+                    raise Abort(D.WRONG_TYPE, f"A p-value lies in [0, 1], got {value!r}.")
+                out.append(float(value))
+            return out
+
+        correct = p_values(accept_sampled, 2 * _SEEDS * seed)
+        biased = p_values(accept_sampled_biased, 2 * _SEEDS * seed + _SEEDS)
+        alarms, caught = sum(p < alpha for p in correct), sum(p < alpha for p in biased)
+        tail = binomial_tail(alarms, _SEEDS, alpha)
+        evidence = {
+            "alpha": alpha,
+            "false alarms (correct rule failed)": f"{alarms}/{_SEEDS}",
+            "caught (biased rule failed)": f"{caught}/{_SEEDS}",
+            "P(this many false alarms | level alpha)": tail,
+            "rule calls per test": calls[0] // (2 * _SEEDS),
+        }
+        rates = f"At alpha = {alpha:g} it failed the correct rule at {alarms} of {_SEEDS} seeds"
+        rates += f" and caught the biased rule at {caught} of {_SEEDS}."
+        if len(set(correct)) == 1 and len(set(biased)) == 1:
+            raise Abort(D.IGNORES_SEED, f"Every seed gave p = {correct[0]:.3g}.", **evidence)
+        if alarms > _SEEDS / 2:
+            raise Abort(D.WRONG_NULL, rates, **evidence)
+        if tail < _TAIL_LIMIT:
+            raise Abort(D.FALSE_ALARMS, f"{rates} (P = {tail:.1g} at level alpha).", **evidence)
+        if caught < _MIN_CATCH * _SEEDS:
+            median = statistics.median(biased)
+            wrong_tail = median > max(0.9, statistics.median(correct))
+            if wrong_tail:
+                rates += f" Its median p-value on the biased rule is {median:.3f}."
+            raise Abort(D.WRONG_TAIL if wrong_tail else D.MISSES_BUG, rates, **evidence)
         return Report(
-            "check_accept_sampled",
+            "check_distribution_test",
             name,
             True,
-            "Correct: every exact probe behaves as the residual rule must, and the sampled "
-            "outputs match p_target (acceptance rate, one-hot draft, temperature and top-k).",
+            f"Correct: {rates} Both rates are what a test at this level, with power above "
+            f"{_MIN_CATCH:.0%}, shows.",
             None,
             evidence,
         )
 
-    return run_check("check_accept_sampled", accept_sampled, body, seed, timeout)
+    return run_check("check_distribution_test", distribution_test, body, seed, timeout)

@@ -1,16 +1,15 @@
 """The check of the speculative-decoding exercise (greedy, chapter 0).
 
-Greedy speculative decoding has one right output, plain greedy decoding's, so the
-check compares tokens; and it must be cheaper, so it counts the target's forward
-passes with a hook and compares them with the library's. The drafter it hands the
-student is watched: a loop that asks for the same context over and over has stopped
-making progress and is stopped long before the time limit. Models are loaded when the
-check runs, never at import.
+Greedy speculation has one right output, plain greedy decoding's, and must be cheaper:
+the check compares tokens and counts the target's forward passes with a hook. The
+drafter it hands the student is watched, so a loop that asks for one context forever
+is stopped long before the time limit. Models load when the check runs, never at import.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -23,10 +22,10 @@ from specdec_lib.engine.weights import load_model
 from specdec_lib.text.language import workload_prompts
 from specdec_lib.text.tokenizer import Tokenizer
 
-from .harness import Abort, NoProgress, as_tokens, call_student, check_signature, run_check
+from .harness import Abort, as_tokens, call_student, run_check
 from .report import Diagnosis, Report
 
-MAX_REPEATS = 25  # asked this often in a row for one context: the loop is stuck
+_MAX_REPEATS = 25  # asked this often in a row for one context: the loop is stuck
 
 
 class _WatchedDrafter:
@@ -39,10 +38,11 @@ class _WatchedDrafter:
         self.calls += 1
         self.repeats = self.repeats + 1 if len(context) == self.last else 0
         self.last = len(context)
-        if self.repeats >= MAX_REPEATS:
-            raise NoProgress(
+        if self.repeats >= _MAX_REPEATS:
+            raise Abort(
+                Diagnosis.NO_PROGRESS,
                 f"The drafter was asked {self.repeats + 1} times in a row to extend the same "
-                f"{len(context)}-token context."
+                f"{len(context)}-token context.",
             )
         return self.drafter.propose(context, k, params, gen)
 
@@ -76,43 +76,37 @@ def check_speculative_generate(
     tok = Tokenizer()
 
     def body(name: str) -> Report:
-        check_signature(
-            speculative_generate, name, f"{name}(target, drafter, prompt_token_ids, params, k)"
-        )
         model = target if target is not None else load_model("target")
         small = draft if draft is not None else load_model("draft")
         copy = [tok.encode(p) for p in workload_prompts("copy", 3, seed=100 + seed)]
         novel = tok.encode(workload_prompts("novel", 1, seed=100 + seed)[0])
-        ngram = lambda: NgramDrafter(8, 3, model.config.vocab_size)  # noqa: E731
+        ngram, by_model, vocab = "n-gram drafter", "draft model", model.config.vocab_size
         cases = [  # label, prompt, drafter, k, max_tokens, counts towards speed
-            ("copy prompt 1, n-gram drafter, k = 4", copy[0], ngram, 4, 40, True),
-            ("copy prompt 2, n-gram drafter, k = 4", copy[1], ngram, 4, 37, True),
-            ("novel prompt, n-gram drafter, k = 4", novel, ngram, 4, 23, False),
-            (
-                "copy prompt 3, draft model, k = 3",
-                copy[2],
-                lambda: DraftModelDrafter(small),
-                3,
-                17,
-                False,
-            ),
-            ("copy prompt 1, n-gram drafter, k = 1", copy[0], ngram, 1, 9, False),
+            ("copy prompt 1", copy[0], ngram, 4, 40, True),
+            ("copy prompt 2", copy[1], ngram, 4, 37, True),
+            ("novel prompt", novel, ngram, 4, 23, False),
+            ("copy prompt 3", copy[2], by_model, 3, 17, False),
+            ("copy prompt 1", copy[0], ngram, 1, 9, False),
         ]
         theirs = ours = tokens = calls = 0
-        for label, prompt, drafter, k, max_tokens, for_speed in cases:
+        for prompt_label, prompt, kind, k, max_tokens, for_speed in cases:
+            label = f"{prompt_label}, {kind}, k = {k}"
             params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
-            watched = _WatchedDrafter(drafter())
-            args = (model, watched, list(prompt), params, k)
-            during = f"on the {label}"
+            make = (
+                partial(DraftModelDrafter, small)
+                if kind == by_model
+                else partial(NgramDrafter, 8, 3, vocab)
+            )
+            args = (speculative_generate, name, model, _WatchedDrafter(make()), list(prompt))
             result, passes = _passes(
-                model, call_student, speculative_generate, name, *args, during=during
+                model, call_student, *args, params, k, during=f"on the {label}"
             )
             got = as_tokens(result, f"the value `{name}` returns")
             expected = generate(model, prompt, params)
             _, reference = _passes(
-                model, library_speculative_generate, model, drafter(), prompt, params, k
+                model, library_speculative_generate, model, make(), prompt, params, k
             )
-            calls += watched.calls
+            calls += args[3].calls
             if len(got) != max_tokens:
                 details = f"On the {label} with max_tokens = {max_tokens} you returned {len(got)}."
                 raise Abort(Diagnosis.WRONG_LENGTH, details, case=label, returned=len(got))
@@ -138,15 +132,11 @@ def check_speculative_generate(
         if theirs > 1.5 * ours + 2:
             details = f"{theirs} target passes where the library needs {ours}."
             raise Abort(Diagnosis.TOO_MANY_PASSES, details, **evidence)
-        return Report(
-            "check_speculative_generate",
-            name,
-            True,
+        message = (
             f"Correct: identical to plain greedy decoding on all {len(cases)} cases, with "
             f"{tokens / theirs:.2f} tokens per target pass on the copy prompts (library: "
-            f"{tokens / ours:.2f}).",
-            None,
-            evidence,
+            f"{tokens / ours:.2f})."
         )
+        return Report("check_speculative_generate", name, True, message, None, evidence)
 
     return run_check("check_speculative_generate", speculative_generate, body, seed, timeout)
