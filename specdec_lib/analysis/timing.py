@@ -6,30 +6,26 @@ once, in a freshly shuffled order (so a burst of load falls on the compared jobs
 instead of on whichever runs last), wall and CPU time recorded per job and repeat. The
 other timers are thin uses of it, and the statistics below read what it returns.
 
-* :func:`interleaved`, :class:`JobTimes`: the loop and what it records per job;
-  :func:`all_times`, :func:`print_progress`: what the benchmarks pass around it.
+* :func:`interleaved`, :class:`JobTimes`: the loop and what it records per job.
 * :class:`Timing`, :func:`time_median`: median and range (fastest, slowest run) of one
-  callable's repeats.
-* :class:`Ratio`, :func:`time_ratio`: one operation against another, timed side by side.
+  callable's repeats. :class:`Ratio`, :func:`time_ratio`: one operation against another.
 * :func:`time_passes`, :func:`time_batched_passes`: a KV-cached pass over T new positions
   (for B sequences), for several T (and B); :func:`time_batched_decoding`: plain batched
   decoding at several batch sizes. :func:`decode_step`, :func:`proposal_call`: single
   operations the cost model needs timed.
 * :class:`Estimate`, :func:`bootstrap_interval`, :func:`paired_speedup`, :func:`blocks_of`:
-  point estimates with bootstrap 95% intervals. A comparison of two methods timed on the
-  same prompts in the same repeats is the paired interval of the ratio of their times,
-  resampling prompts and blocks of repeats (so slow drift of the machine is in it);
-  :func:`paired_rerun_interval`: where a rerun's value should fall, from the spread
-  between blocks.
+  bootstrap 95% intervals; a comparison of two methods timed on the same prompts in the
+  same repeats is the paired interval of their ratio, resampling prompts and blocks of
+  repeats. :func:`paired_rerun_interval`: where a rerun should land, from the blocks.
 * :func:`time_inside`, :func:`batch_time_parts`: one call split into time inside the
   models' forward passes and the host's own work (forward hooks, not a loop).
+  :func:`all_times`, :func:`print_progress`: what the benchmarks pass around the loop.
 
 Every results file is stamped (:mod:`specdec_lib.analysis.provenance`).
 """
 
 from __future__ import annotations
 
-import math
 import random
 import statistics
 import time
@@ -94,22 +90,6 @@ def interleaved(
         if progress is not None:
             progress(r + 1)
     return out
-
-
-def all_times(timed: Mapping[Hashable, JobTimes]) -> tuple[list[float], list[float]]:
-    """Every wall and every CPU time :func:`interleaved` recorded, in the same order (what
-    :func:`~specdec_lib.analysis.provenance.busy_report` reads)."""
-    return [x for t in timed.values() for x in t.wall], [x for t in timed.values() for x in t.cpu]
-
-
-def print_progress(repeats: int, start: float) -> Callable[[int], None]:
-    """A ``progress`` for :func:`interleaved`: prints each finished repeat and the seconds
-    since ``start`` (a :func:`time.perf_counter` reading), so a long run shows its pace."""
-
-    def progress(r: int) -> None:
-        print(f"repeat {r}/{repeats} ({time.perf_counter() - start:.0f} s)", flush=True)
-
-    return progress
 
 
 @dataclass(frozen=True)
@@ -469,7 +449,9 @@ def paired_rerun_interval(
     blocks' spread represents the spread between runs; compare two runs to find out
     (:mod:`specdec_lib.analysis.replication`).
     """
-    from scipy.stats import t as student  # imported here: only the benchmarks need it
+    import math  # these two here: only the benchmarks need them
+
+    from scipy.stats import t as student
 
     n_p, n_r = len(base), len(base[0]) if base else 0
     if n_r == 0 or len(method) != n_p or any(len(t) != n_r for t in [*base, *method]):
@@ -544,3 +526,19 @@ def batch_time_parts(model: TinyGPT, fn: Callable[[], object]) -> dict[str, floa
         "host": wall - inside,
         "n_passes": len(calls) - 1,
     }
+
+
+def all_times(timed: Mapping[Hashable, JobTimes]) -> tuple[list[float], list[float]]:
+    """Every wall and every CPU time :func:`interleaved` recorded, in the same order (what
+    :func:`~specdec_lib.analysis.provenance.busy_report` reads)."""
+    return [x for t in timed.values() for x in t.wall], [x for t in timed.values() for x in t.cpu]
+
+
+def print_progress(repeats: int, start: float) -> Callable[[int], None]:
+    """A ``progress`` for :func:`interleaved`: prints each finished repeat and the seconds
+    since ``start`` (a :func:`time.perf_counter` reading), so a long run shows its pace."""
+
+    def progress(r: int) -> None:
+        print(f"repeat {r}/{repeats} ({time.perf_counter() - start:.0f} s)", flush=True)
+
+    return progress
