@@ -180,6 +180,7 @@ def method_row(m: Method, w: str, times, costs: UnitCosts, prompts, args, counte
     )
     lengths = [len(p) for p in prompts]
     row["predicted_speedup"] = predicted_speedup(costs, lengths, args.tokens, logs, m.drafter)
+    row["predicted_seconds"] = plain / row["predicted_speedup"]
     if not m.adaptive and s.proposed > 0:  # α is defined once anything was proposed
         c, lookup = (0.0, costs.c_lookup) if m.drafter == "ngram" else (costs.c_draft, 0.0)
         verify = costs.verify_cost(m.k)
