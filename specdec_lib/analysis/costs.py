@@ -209,9 +209,10 @@ def measure_unit_costs(
     Passes over 1 to ``max_k`` + 1 positions, prefills and an n-gram lookup are timed by
     :func:`~specdec_lib.analysis.timing.interleaved`, ``repeats`` times. The host's time
     outside any pass, and one-position passes of both models, are timed inside real
-    requests (plain, and speculative at k = 4 with each drafter; five times over the
-    prompts) by forward hooks: inside the decoding loop a one-position pass runs faster
-    than the line through 1..17 positions says (matrix-vector products, warm caches).
+    requests (plain, and speculative at k = 4 with each drafter; five repeats of every
+    prompt, by the same loop) with forward hooks: inside the decoding loop a one-position
+    pass runs faster than the line through 1..17 positions says (matrix-vector products,
+    warm caches).
     """
     import torch  # here, not at the top: the chapters show this module's lines by number
 
@@ -237,31 +238,35 @@ def measure_unit_costs(
     timed = {
         key: statistics.median(t.wall) for key, t in interleaved(jobs, repeats, warmup=2).items()
     }
-    parts: dict[str, list[float]] = {
-        k: [] for k in ("step", "round", "drafted", "one", "draft_one")
-    }
+    seen: dict[str, list[tuple[float, float, SpeculationStats, list]]] = {}
 
-    def speculate(drafter, ids: list[int], stats: SpeculationStats):
-        return lambda: speculative_generate(target, drafter, ids, params, k=4, stats=stats)
+    def watched(kind: str, ids: list[int]):
+        """A job: one request of ``kind``, timed inside by forward hooks, recorded in seen."""
+        models = [draft, target] if kind == "draft" else [target]
 
-    for _ in range(5):
-        for ids in prompts:
-            calls: list[tuple[int, float]] = []
-            wall, inside = time_inside(
-                [target], lambda ids=ids: generate(target, ids, params), calls
-            )
-            parts["step"].append((wall - inside) / tokens)
-            parts["one"] += [t for n, t in calls if n == 1]
-            s = SpeculationStats()
-            wall, inside = time_inside([target], speculate(NgramDrafter(), ids, s))
-            per_round = (wall - inside) / s.rounds - timed["lookup"]  # the lookup taken out
-            parts["round"].append(per_round)
+        def job() -> None:
             s, calls = SpeculationStats(), []
-            wall, inside = time_inside(
-                [draft, target], speculate(DraftModelDrafter(draft), ids, s), calls
-            )
-            parts["drafted"].append((wall - inside - s.rounds * per_round) / s.draft_passes)
-            parts["draft_one"] += [t for n, t in calls if n == 1]
+
+            def request() -> object:
+                if kind == "plain":
+                    return generate(target, ids, params)
+                drafter = NgramDrafter() if kind == "ngram" else DraftModelDrafter(draft)
+                return speculative_generate(target, drafter, ids, params, k=4, stats=s)
+
+            seen.setdefault(kind, []).append((*time_inside(models, request, calls), s, calls))
+
+        return job
+
+    kinds = ("plain", "ngram", "draft")
+    interleaved({(k, i): watched(k, p) for k in kinds for i, p in enumerate(prompts)}, 5, warmup=0)
+    parts = {"step": [(w - i) / tokens for w, i, _, _ in seen["plain"]]}
+    parts["one"] = [t for *_, calls in seen["plain"] for n, t in calls if n == 1]
+    parts["round"] = [(w - i) / s.rounds - timed["lookup"] for w, i, s, _ in seen["ngram"]]
+    host_round = statistics.median(parts["round"])  # the lookup taken out above
+    parts["drafted"] = [
+        (w - i - s.rounds * host_round) / s.draft_passes for w, i, s, _ in seen["draft"]
+    ]
+    parts["draft_one"] = [t for *_, calls in seen["draft"] for n, t in calls if n == 1]
     med = {key: statistics.median(v) for key, v in parts.items()}
     costs = UnitCosts(
         pass_fit=fit_pass_cost(passes),
