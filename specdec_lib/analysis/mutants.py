@@ -1,0 +1,638 @@
+"""Bugs from the wild, as one-change mutants of the course's engine, and the tests that hunt them.
+
+Each :class:`Mutant` is modelled on a bug reported in a public engine's tracker. It is
+not a second implementation: while :meth:`Mutant.active` is entered, exactly one thing in
+the real engine is different (a function rebound with :func:`unittest.mock.patch`, or the
+drafter wrapped), and everything else is the code that ships. So a test that catches the
+mutant catches that bug in the code the course runs, and a test that misses it would
+miss it there too.
+
+The tests are the course's own, run on the mutants at fixed sizes:
+
+* :func:`greedy_identity`: speculative greedy output equals plain greedy output;
+* :func:`first_token_test`: chapter 7's chi-square on the first emitted token;
+* :func:`all_position_test`: the same test at every position of a two-token round
+  (chapter 7's "rest of the round"), Bonferroni over the three positions;
+* :func:`end_to_end_test`: the first two tokens of whole ``speculative_generate`` runs
+  against the target's joint distribution;
+
+and two that the battery showed were missing: :func:`across_seeds_test` (one round per
+seed, so uniforms that ignore the seed are seen) and :func:`tie_test` (decoding and
+verification must break a tie of the target's logits the same way).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass, replace
+from functools import cached_property
+from unittest import mock
+
+import numpy as np
+import torch
+
+from specdec_lib.analysis.exact import (
+    _answering,
+    enumerate_outcomes,
+    exact_output_distribution,
+    exact_round_outcomes,
+)
+from specdec_lib.analysis.hypothesis import (
+    ALPHA,
+    chi_square_power,
+    critical_value,
+    distribution_test,
+    first_tokens,
+    pooled_bins,
+    pooled_probabilities,
+)
+from specdec_lib.checks import check_int
+from specdec_lib.engine import drafters as drafters_module
+from specdec_lib.engine import verify
+from specdec_lib.engine.drafters import (
+    Drafter,
+    DraftModelDrafter,
+    NgramDrafter,
+    Proposal,
+    one_hot_probs,
+)
+from specdec_lib.engine.generate import generate, next_token, speculative_generate
+from specdec_lib.engine.sampling import SamplingParams, process_logits
+from specdec_lib.engine.weights import load_model
+from specdec_lib.text.language import workload_prompts
+from specdec_lib.text.tokenizer import Tokenizer
+
+# --- one change to the engine -----------------------------------------------------------
+
+
+def rebind(original: object, replacement: object) -> ExitStack:
+    """Patch every name in the library's loaded modules that refers to ``original``.
+
+    The engine imports its rules by name into more than one module (``verify`` defines
+    them, ``generate`` calls them); rebinding every reference, wherever the engine keeps
+    it, is what makes the change the same for every caller."""
+    stack = ExitStack()
+    for module in [m for n, m in list(sys.modules.items()) if n.startswith("specdec_lib")]:
+        for name, value in list(vars(module).items()):
+            if value is original:
+                stack.enter_context(mock.patch.object(module, name, replacement))
+    return stack
+
+
+class _TorchWith:
+    """The torch module with ``rand`` replaced: patched into ``verify`` only, so the
+    change reaches the acceptance uniforms and nothing else that draws."""
+
+    def __init__(self, rand: Callable[..., torch.Tensor]) -> None:
+        self.rand = rand
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(torch, name)
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """A named bug: the public thread it is modelled on, and the one change that makes it."""
+
+    name: str
+    thread: str  # e.g. "huggingface/transformers#32867"
+    url: str
+    fix: str  # the thread that fixed it, or "" when none is cited
+    description: str
+    patches: Callable[[], AbstractContextManager] = ExitStack
+    wrap_drafter: Callable[[Drafter], Drafter] | None = None
+    #: Where the output law comes from: "enumerated" (the mutated code run on every
+    #: branch of its draws), "reused" (the first token enumerated, the round from
+    #: :func:`reused_uniform_round`: one uniform meets two thresholds, and the enumeration
+    #: assumes one) or "correct" (theory: uniforms from another stream are still
+    #: independent uniforms, so one request's law is the correct one; the enumerator
+    #: cannot hold a stream the rule does not take from its generator).
+    law: str = "enumerated"
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """The engine with this mutant's change applied, for the duration of the block."""
+        with self.patches():
+            yield
+
+    def drafter(self, base: Drafter) -> Drafter:
+        return base if self.wrap_drafter is None else self.wrap_drafter(base)
+
+
+def _argmax_sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
+    return int(probs.argmax())
+
+
+def _drafts_greedily() -> AbstractContextManager:
+    # Only the drafter's ``sample``: verification still samples its replacements.
+    return mock.patch.object(drafters_module, "sample", _argmax_sample)
+
+
+class ReportsUnfiltered:
+    """A drafter that samples from its filtered distribution (top-k, top-p) but reports
+    the unfiltered one as q: the wrapped drafter's own rows, before the filters."""
+
+    def __init__(self, inner: Drafter) -> None:
+        self.inner = inner
+        self.name = f"{inner.name}, unfiltered q"
+
+    def propose(
+        self,
+        context: list[int],
+        k: int,
+        params: SamplingParams,
+        generator: torch.Generator | None = None,
+    ) -> Proposal:
+        unfiltered: list[torch.Tensor] = []
+        real = drafters_module.process_logits
+
+        def recording(logits: torch.Tensor, p: SamplingParams) -> torch.Tensor:
+            unfiltered.append(real(logits, replace(p, top_k=None, top_p=1.0)))
+            return real(logits, p)
+
+        with mock.patch.object(drafters_module, "process_logits", recording):
+            proposal = self.inner.propose(context, k, params, generator)
+        if not proposal.tokens or params.greedy:
+            return proposal
+        return Proposal(proposal.tokens, torch.stack(unfiltered), proposal.draft_passes)
+
+
+def _default_params_in_verification() -> AbstractContextManager:
+    real = verify.process_logits
+
+    def defaults(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+        return real(logits, SamplingParams(temperature=1.0, max_tokens=params.max_tokens))
+
+    return mock.patch.object(verify, "process_logits", defaults)
+
+
+def _target_replacement() -> AbstractContextManager:
+    real = verify.sampled_rule
+
+    def rule(*args, replacement=None, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        if len(args) > 5:
+            args = args[:5]
+        return real(*args, replacement=verify.target_distribution, **kwargs)
+
+    return rebind(real, rule)
+
+
+def _one_uniform_per_round() -> AbstractContextManager:
+    real = verify.sampled_rule
+
+    def rule(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        first: list[torch.Tensor] = []
+
+        def rand(*size, generator=None, dtype=None, **kw):  # noqa: ANN002, ANN003, ANN202
+            if not first:
+                first.append(torch.rand(*size, generator=generator, dtype=dtype, **kw))
+            return first[0].clone()
+
+        with mock.patch.object(verify, "torch", _TorchWith(rand)):
+            return real(*args, **kwargs)
+
+    return rebind(real, rule)
+
+
+#: Seed of the one stream the seedless mutant draws every request's uniforms from.
+FIXED_SEED = 0
+
+
+def _uniforms_ignore_the_seed() -> AbstractContextManager:
+    streams: dict[int, tuple[object, torch.Generator]] = {}
+
+    def rand(*size, generator=None, dtype=None, **kw):  # noqa: ANN002, ANN003, ANN202
+        if id(generator) not in streams:  # the request's generator is kept, so ids stay unique
+            streams[id(generator)] = (generator, torch.Generator().manual_seed(FIXED_SEED))
+        return torch.rand(*size, generator=streams[id(generator)][1], dtype=dtype, **kw)
+
+    return mock.patch.object(verify, "torch", _TorchWith(rand))
+
+
+def _last_index_on_ties() -> AbstractContextManager:
+    real = verify.greedy_rule
+
+    def rule(target_logits: torch.Tensor, proposed: list[int]) -> tuple[list[int], int]:
+        # The real rule on the vocabulary read backwards: its argmax (the first maximum)
+        # is then the last maximum of the original order.
+        v = target_logits.shape[-1]
+        emitted, n = real(target_logits.flip(-1), [v - 1 - t for t in proposed])
+        return [v - 1 - t for t in emitted], n
+
+    return rebind(real, rule)
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "greedy draft",
+        "huggingface/transformers#32867",
+        "https://github.com/huggingface/transformers/issues/32867",
+        "huggingface/transformers#33534",
+        "the drafter proposes its argmax, but reports its sampled distribution as q",
+        _drafts_greedily,
+    ),
+    Mutant(
+        "unfiltered q",
+        "huggingface/transformers#47932",
+        "https://github.com/huggingface/transformers/issues/47932",
+        "huggingface/transformers#47961",
+        "the drafter samples after top-k, but reports the distribution before it as q",
+        wrap_drafter=ReportsUnfiltered,
+    ),
+    Mutant(
+        "target without params",
+        "vllm-project/vllm#9834",
+        "https://github.com/vllm-project/vllm/issues/9834",
+        "vllm-project/vllm#10198",
+        "verification computes p with default parameters (temperature 1, no top-k or top-p)",
+        _default_params_in_verification,
+    ),
+    Mutant(
+        "one uniform per round",
+        "vllm-project/vllm#13196",
+        "https://github.com/vllm-project/vllm/issues/13196",
+        "",
+        "the first uniform of a round is reused at every drafted position",
+        _one_uniform_per_round,
+        law="reused",
+    ),
+    Mutant(
+        "seedless uniforms",
+        "vllm-project/vllm#13196",
+        "https://github.com/vllm-project/vllm/issues/13196",
+        "",
+        "the acceptance uniforms come from one fixed-seed stream per request, not its generator",
+        _uniforms_ignore_the_seed,
+        law="correct",
+    ),
+    Mutant(
+        "resample from target",
+        "the course's own (chapter 7)",
+        "",
+        "",
+        "on rejection, the replacement is drawn from p instead of the residual",
+        _target_replacement,
+    ),
+    Mutant(
+        "tie broken last",
+        "",
+        "",
+        "",
+        "greedy verification breaks a tie of the target's logits at the last index",
+        _last_index_on_ties,
+    ),
+)
+
+#: The correct engine, run through the same tests: its catch rate is the false-alarm rate.
+CORRECT = Mutant("correct engine", "", "", "", "no change")
+
+
+def mutant(name: str) -> Mutant:
+    """The mutant called ``name`` (or :data:`CORRECT` for ``"correct engine"``)."""
+    for m in (CORRECT, *MUTANTS):
+        if m.name == name:
+            return m
+    raise ValueError(f"name must be one of {[m.name for m in (CORRECT, *MUTANTS)]}, got {name!r}")
+
+
+# --- the set-up the sampled tests run in --------------------------------------------------
+
+#: Chapter 7's context, untrained target and temperature; top-k 50 so that filtering bugs
+#: have something to filter.
+CONTEXT = "A drafter proposes, the target decides. Which token comes next? "
+PARAMS = SamplingParams(temperature=0.3, top_k=50)
+
+
+@dataclass
+class Setup:
+    """Untrained target and draft model after :data:`CONTEXT`, at :data:`PARAMS`.
+
+    Broad distributions, so that a bias can show (chapter 7). The first-token and
+    end-to-end tests draft with the draft model; the all-position test drafts the
+    target's favourite at each of two positions, one-hot, as chapter 7 does."""
+
+    params: SamplingParams = PARAMS
+
+    def __post_init__(self) -> None:
+        torch.set_num_threads(1)
+        self.target = load_model("target", trained=False)
+        self.draft = load_model("draft", trained=False)
+        self.context = Tokenizer().encode(CONTEXT)
+        with torch.inference_mode():
+            self.logits = self.target(torch.tensor([self.context]))[0, -1]  # (V,)
+        self.p = process_logits(self.logits, self.params)
+        d1 = int(self.p.argmax())
+        with torch.inference_mode():
+            after = self.target(torch.tensor([self.context + [d1]]))[0, -1]
+            d2 = int(process_logits(after, self.params).argmax())
+            self.round_logits = self.target(torch.tensor([self.context + [d1, d2]]))[0, -3:]
+        self.drafted = [d1, d2]
+        self.round_p = process_logits(self.round_logits, self.params)  # (3, V)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.logits.shape[-1]
+
+    def drafter(self, m: Mutant) -> Drafter:
+        return m.drafter(DraftModelDrafter(self.draft))
+
+    @cached_property
+    def pair_p(self) -> torch.Tensor:
+        """Joint distribution of the first two generated tokens (y1, y2), flattened as
+        :meth:`pair_index` numbers them; y1 outside p's support has its own cell, of
+        probability 0 (an impossible pair fails the test outright)."""
+        support = torch.nonzero(self.p).flatten().tolist()
+        joint = torch.zeros(len(support) * self.vocab_size + 1, dtype=torch.float64)
+        with torch.inference_mode():
+            for r, y1 in enumerate(support):
+                after = self.target(torch.tensor([self.context + [y1]]))[0, -1]
+                row = self.p[y1] * process_logits(after, self.params)
+                joint[r * self.vocab_size : (r + 1) * self.vocab_size] = row
+        return joint
+
+    @cached_property
+    def _support_rank(self) -> dict[int, int]:
+        return {y: r for r, y in enumerate(torch.nonzero(self.p).flatten().tolist())}
+
+    def pair_index(self, y1: int, y2: int) -> int:
+        r = self._support_rank.get(y1)
+        return len(self.pair_p) - 1 if r is None else r * self.vocab_size + y2
+
+    def position_caps(self, n: int) -> list[int]:
+        """How many of ``n`` two-token rounds each position is tested on: 90% of the
+        number the target's own law expects to reach it (fixed in advance, so the
+        reference distribution of every test is the same in every run)."""
+        a = [float(self.round_p[i, d]) for i, d in enumerate(self.drafted)]
+        return [n, int(0.9 * n * a[0]), int(0.9 * n * a[0] * a[1])]
+
+
+def drafter_case(
+    drafter: Drafter, context: list[int], params: SamplingParams
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(drawn_from, reported): the distribution the drafter's first token really comes
+    from, found by enumerating its draw, and the q it reports for it."""
+    reported: list[torch.Tensor] = []
+
+    def call(g: object) -> tuple[list[int], int]:
+        proposal = drafter.propose(context, 1, params, g)
+        reported.append(proposal.probs[0])
+        return proposal.tokens, 0
+
+    with _answering():
+        outcomes = enumerate_outcomes(call)
+    v = reported[0].shape[-1]
+    drawn = sum(o.probability * o.token_distribution(0, v) for o in outcomes)
+    return drawn, reported[0]
+
+
+# --- the exact distributions each test sees -----------------------------------------------
+
+
+def first_token_distribution(m: Mutant, setup: Setup) -> torch.Tensor:
+    """Exact first emitted token (V,) of one round of the mutated engine, k = 1."""
+    if m.law == "correct":
+        m = CORRECT
+    with m.active():
+        drawn, reported = drafter_case(setup.drafter(m), setup.context, setup.params)
+        return exact_output_distribution(
+            verify.accept_sampled, setup.logits, reported, setup.params, drawn
+        )
+
+
+@dataclass(frozen=True)
+class RoundLaw:
+    """A two-token round with one-hot drafts: P(n accepted = j) and the distribution
+    D_j (V,) of the token emitted after j acceptances, j = 0, 1, 2."""
+
+    accepted: tuple[float, float, float]
+    final: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+    def position(self, i: int, drafted: list[int]) -> tuple[float, torch.Tensor]:
+        """(P(position i is reached), its token's distribution given that it is)."""
+        reach = sum(self.accepted[i:])
+        if reach <= 0:
+            return 0.0, self.final[i]
+        out = self.accepted[i] * self.final[i]
+        if i < len(drafted):
+            out = out + sum(self.accepted[i + 1 :]) * one_hot_probs([drafted[i]], len(out))[0]
+        return reach, out / reach
+
+
+def round_law(m: Mutant, setup: Setup) -> RoundLaw:
+    """Exact law of the mutated two-token round; analytic for the reused uniform, whose
+    one uniform is compared with two thresholds (the enumeration assumes one)."""
+    q = one_hot_probs(setup.drafted, setup.vocab_size)
+    if m.law == "reused":
+        return reused_uniform_round(setup.round_p, setup.drafted)
+    if m.law == "correct":
+        m = CORRECT
+    with m.active():
+        outcomes = exact_round_outcomes(
+            verify.accept_sampled, setup.round_logits, q, setup.drafted, setup.params
+        )
+    acc = [0.0, 0.0, 0.0]
+    final = [torch.zeros(setup.vocab_size, dtype=torch.float64) for _ in range(3)]
+    for o in outcomes:
+        acc[o.n_accepted] += o.probability
+        final[o.n_accepted] += o.probability * o.token_distribution(o.n_accepted, setup.vocab_size)
+    final = [f / a if a > 0 else f for f, a in zip(final, acc, strict=True)]
+    return RoundLaw(tuple(acc), tuple(final))
+
+
+def reused_uniform_round(p: torch.Tensor, drafted: list[int]) -> RoundLaw:
+    """Theory of the reused uniform for one-hot drafts: with a_i = p_i(d_i), position 1
+    accepts iff u < a_1 and position 2 iff u < a_2 with the same u, so P(both) =
+    min(a_1, a_2) instead of a_1 a_2; the tokens drawn after a stop are unchanged."""
+    a1, a2 = float(p[0, drafted[0]]), float(p[1, drafted[1]])
+    q = one_hot_probs(drafted, p.shape[-1])
+    both = min(a1, a2)
+    return RoundLaw(
+        (1 - a1, a1 - both, both),
+        (
+            verify.residual_distribution(p[0], q[0]),
+            verify.residual_distribution(p[1], q[1]),
+            p[2],
+        ),
+    )
+
+
+def total_variation(a: torch.Tensor, b: torch.Tensor) -> float:
+    return 0.5 * float((a.to(torch.float64) - b.to(torch.float64)).abs().sum())
+
+
+# --- the tests ------------------------------------------------------------------------------
+
+
+def _counts(tokens: np.ndarray, vocab: int) -> torch.Tensor:
+    return torch.from_numpy(np.bincount(tokens, minlength=vocab))
+
+
+def first_token_test(m: Mutant, setup: Setup, n: int, seed: int) -> bool:
+    """Chapter 7's test on the real mutated rule: ``n`` seeded rounds, the first emitted
+    token's chi-square against p at :data:`ALPHA`. True if the test fails (catches)."""
+    check_int("n", n)
+    with m.active():
+        drawn, reported = drafter_case(setup.drafter(m), setup.context, setup.params)
+        tokens = first_tokens(
+            verify.accept_sampled, setup.logits, reported, setup.params, n, seed, drawn
+        )
+    return not distribution_test(_counts(tokens, setup.vocab_size), setup.p).passed
+
+
+def position_counts(
+    outs: list[list[int]], drafted: list[int], vocab: int, caps: list[int]
+) -> list[torch.Tensor]:
+    """Counts (V,) of the token at each position of the round, over the first ``caps[i]``
+    rounds that reach position i (all of them, if fewer do)."""
+    counts = []
+    for i in range(len(drafted) + 1):
+        reached = [o[i] for o in outs if len(o) > i and o[:i] == drafted[:i]][: caps[i]]
+        counts.append(_counts(np.asarray(reached, dtype=np.int64), vocab))
+    return counts
+
+
+def positions_fail(counts: list[torch.Tensor], p_rows: torch.Tensor) -> bool:
+    """The all-position verdict: any position's chi-square below ALPHA / (k + 1)."""
+    level = ALPHA / len(counts)
+    for c, p in zip(counts, p_rows, strict=True):
+        if int(c.sum()) == 0:
+            continue
+        try:
+            if not distribution_test(c, p, level).passed:
+                return True
+        except ValueError:  # too few rounds reached it for a single degree of freedom
+            continue
+    return False
+
+
+def all_position_test(m: Mutant, setup: Setup, n: int, seed: int) -> bool:
+    """``n`` seeded two-token rounds of the real mutated rule; chi-square at each position."""
+    check_int("n", n)
+    q = one_hot_probs(setup.drafted, setup.vocab_size)
+    g = torch.Generator().manual_seed(seed)
+    with m.active():
+        outs = [
+            verify.accept_sampled(setup.round_logits, q, setup.drafted, setup.params, g)[0]
+            for _ in range(n)
+        ]
+    counts = position_counts(outs, setup.drafted, setup.vocab_size, setup.position_caps(n))
+    return positions_fail(counts, setup.round_p)
+
+
+def end_to_end_test(m: Mutant, setup: Setup, n: int, seed: int, k: int = 2) -> bool:
+    """``n`` whole ``speculative_generate`` runs of 3 tokens (request i seeded seed * n + i,
+    the draft model drafting k = 2); chi-square of their first two tokens against the
+    target's joint distribution."""
+    check_int("n", n)
+    params = replace(setup.params, max_tokens=3)
+    pairs = np.empty(n, dtype=np.int64)
+    with m.active():
+        drafter = setup.drafter(m)
+        for i in range(n):
+            g = torch.Generator().manual_seed(seed * n + i)
+            out = speculative_generate(setup.target, drafter, setup.context, params, k, g)
+            pairs[i] = setup.pair_index(out[0], out[1])
+    counts = torch.from_numpy(np.bincount(pairs, minlength=len(setup.pair_p)))
+    return not distribution_test(counts, setup.pair_p).passed
+
+
+def across_seeds_test(m: Mutant, setup: Setup, n: int, seed: int) -> bool:
+    """Chapter 7's first-token test with one round per request: request i has its own
+    generator, seeded seed * n + i, and drafts the target's favourite (one-hot, so its
+    acceptance probability p(d) is moderate). A bug that gives every request the same
+    uniforms is invisible inside one stream and plain across them."""
+    check_int("n", n)
+    q = one_hot_probs(setup.drafted[:1], setup.vocab_size)[0]
+    with m.active():
+        tokens = np.concatenate(
+            [
+                first_tokens(verify.accept_sampled, setup.logits, q, setup.params, 1, seed * n + i)
+                for i in range(n)
+            ]
+        )
+    return not distribution_test(_counts(tokens, setup.vocab_size), setup.p).passed
+
+
+#: Greedy identity runs on the trained models: copy and novel prompts, both drafters, k = 4.
+GREEDY_PROMPTS = 2
+GREEDY_TOKENS = 24
+
+
+def greedy_identity(m: Mutant, seed: int) -> list[bool]:
+    """For each prompt of ``seed`` (copy and novel, :data:`GREEDY_PROMPTS` of each) and
+    each drafter: does speculative greedy output differ from plain greedy (caught)?"""
+    target = load_model("target")
+    tok = Tokenizer()
+    params = SamplingParams(temperature=0.0, max_tokens=GREEDY_TOKENS)
+    prompts = [
+        tok.encode(p) for w in ("copy", "novel") for p in workload_prompts(w, GREEDY_PROMPTS, seed)
+    ]
+    caught = []
+    with m.active():
+        for base in (NgramDrafter(), DraftModelDrafter(load_model("draft"))):
+            drafter = m.drafter(base)
+            for ids in prompts:
+                ids = ids[-(target.config.block_size - GREEDY_TOKENS - 1) :]
+                fast = speculative_generate(target, drafter, ids, params, 4)
+                caught.append(fast != generate(target, ids, params))
+    return caught
+
+
+def tie_test(m: Mutant, vocab_size: int = 8) -> bool:
+    """True if greedy decoding and greedy verification pick different tokens from a row
+    of logits whose maximum is tied: each tie position in turn, nothing proposed."""
+    greedy = SamplingParams(temperature=0.0)
+    with m.active():
+        for a in range(vocab_size - 1):
+            row = torch.zeros(vocab_size)
+            row[a] = row[a + 1] = 1.0
+            if verify.accept_greedy(row[None], [])[0][0] != next_token(row, greedy, None):
+                return True
+    return False
+
+
+def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson 95% interval of a rate k/n: right near 0 and 1, where catch rates live."""
+    if n < 1 or not 0 <= k <= n:
+        raise ValueError(f"k must lie in [0, n] and n must be >= 1, got k={k}, n={n}")
+    phat = k / n
+    centre = (phat + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(phat * (1 - phat) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+# --- power ------------------------------------------------------------------------------
+
+
+def chi_square_power_any(
+    p_null: torch.Tensor, p_alt: torch.Tensor, n: int, alpha: float = ALPHA
+) -> float:
+    """:func:`~specdec_lib.analysis.hypothesis.chi_square_power`, also where the
+    alternative puts all its mass in one pooled cell c (a bug that always emits one
+    token): the statistic is then the constant n (1 - e_c) / e_c, with no spread to fit."""
+    bins = pooled_bins(p_null, n)
+    alt_probs = torch.as_tensor(p_alt, dtype=torch.float64)
+    alt = pooled_probabilities(alt_probs, bins)
+    if alt.max() < 1 - 1e-12 or float(alt_probs[torch.from_numpy(bins < 0)].sum()) > 0:
+        return chi_square_power(p_null, p_alt, n, alpha)
+    e = pooled_probabilities(p_null, bins)
+    e_c = float(e[int(alt.argmax())] / e.sum())
+    return float(n * (1 - e_c) / e_c > critical_value(p_null, n, alpha))
+
+
+def rounds_for_power(
+    power_at: Callable[[int], float], power: float = 0.99, low: int = 10, high: int = 200_000
+) -> int | None:
+    """The smallest n in [low, high] (to within 2%) at which ``power_at(n)`` reaches
+    ``power``, assuming power grows with n; None if even ``high`` falls short."""
+    if power_at(high) < power:
+        return None
+    if power_at(low) >= power:
+        return low
+    while high > low * 1.02 + 1:
+        mid = min(high - 1, max(low + 1, int(math.sqrt(low * high))))
+        low, high = (low, mid) if power_at(mid) >= power else (mid, high)
+    return high
