@@ -127,11 +127,16 @@ def key_smear_attention(
 
     ``key`` (B, nh, L, hs) holds every key the query may see, the cached ones included and
     already rotated, exactly what the course's ``Attention`` smears; so smearing here gives
-    the same result with or without a cache, and the cache itself stays plain.
+    the same result with or without a cache, and the cache itself stays plain. The shares
+    become a tensor once per layer, not on every pass: work the stock class does not do
+    would otherwise be charged to transformers when the two engines are timed.
     """
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    logits = torch.tensor(module.config.key_smear_logits[module.layer_idx], dtype=key.dtype)
+    logits = getattr(module, "key_smear_logits", None)
+    if logits is None or logits.dtype != key.dtype:
+        logits = torch.tensor(module.config.key_smear_logits[module.layer_idx], dtype=key.dtype)
+        module.key_smear_logits = logits
     key = smear(key, logits)  # (B, nh, L, hs), as in specdec_lib.engine.model.Attention
     return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
 
