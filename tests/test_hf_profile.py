@@ -1,6 +1,11 @@
 """The side-by-side profile of the course's engine and transformers, and its benchmark."""
 
+import json
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
@@ -25,6 +30,7 @@ from specdec_lib.analysis.hf_profile import (
     time_table,
 )
 
+ROOT = Path(__file__).resolve().parents[1]
 N_TOKENS, K = 12, 3
 PROMPT = [1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6, 1, 2]  # repeats, so lookup proposes
 
@@ -198,3 +204,36 @@ def test_bad_arguments_are_refused(models):
     odd = SideJob(job.run, job.model, {"lunch": [(torch.nn.Module, "forward")]}, job.outer)
     with pytest.raises(ValueError, match="regions"):
         profile_jobs({"odd": odd}, repeats=1, warmup=0)
+
+
+def test_the_benchmark_runs_in_its_small_form(tmp_path):
+    out = tmp_path / "hf_wall_clock.json"
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "hf_wall_clock.py"),
+            "--small",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        timeout=300,
+    )
+    result = json.loads(out.read_text())
+    settings = result["settings"]
+    n_prompts = sum(len(v) for v in result["prompts"].values())
+    assert set(result["prompts"]) == {"copy", "novel"}
+    for job in JOBS:
+        rows = result["times"][job]
+        assert len(rows) == n_prompts and all(len(r) == settings["repeats"] for r in rows)
+        assert all(t > 0 for r in rows for t in r)
+    for workload in ("copy", "novel"):
+        for key in ("plain", "speculative"):
+            ratio = result["ratios"][workload][key]
+            assert ratio["value"] > 0 and ratio["low"] <= ratio["value"] <= ratio["high"]
+        passes = result["passes"][workload]
+        assert passes["course speculative"] == passes["transformers prompt lookup"]
+        assert passes["course plain"] == passes["transformers plain"]
+    assert "commit" in result["stamp"] and "busy" in result["load"]
