@@ -109,13 +109,6 @@ class Timing:
             raise ValueError("seconds must hold at least one time")
         return cls(statistics.median(seconds), min(seconds), max(seconds), len(seconds))
 
-    # Transitional: chapter 10 (cell 10-04) still reads the fastest run as ``.low``.
-    # Remove once it reads ``.fastest``.
-    @property
-    def low(self) -> float:
-        """Deprecated name of :attr:`fastest`."""
-        return self.fastest
-
 
 def time_median(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> Timing:
     """Run ``fn`` ``warmup`` times untimed, then ``repeats`` times; its median and range."""
