@@ -34,6 +34,8 @@ import torch
 from specdec_lib.analysis.hypothesis import ALPHA, distribution_test
 from specdec_lib.analysis.mutants import (
     CORRECT,
+    E2E_K,
+    GREEDY_K,
     GREEDY_PROMPTS,
     GREEDY_TOKENS,
     MUTANTS,
@@ -172,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                         for s in range(args.seed_runs)
                     ]
                 ),
-                "tie": rate([tie_test(m)]),
+                "tie": rate(tie_test(m)),
             },
         }
         rows.append(row)
@@ -215,13 +217,13 @@ def main(argv: list[str] | None = None) -> int:
             "seed_runs": args.seed_runs,
             "e2e_runs": args.e2e_runs,
             "e2e_seeds": args.e2e_seeds,
-            "e2e_k": 2,
+            "e2e_k": E2E_K,
             "first_token_drafter": "untrained draft model, k = 1",
             "all_position_drafter": "one-hot, the target's favourite at each of 2 positions",
             "drafted": setup.drafted,
             "p_drafted": [float(setup.round_p[i, d]) for i, d in enumerate(setup.drafted)],
             "greedy": f"trained target; {GREEDY_PROMPTS} copy and {GREEDY_PROMPTS} novel prompts "
-            f"(seed {args.greedy_seed}) x n-gram and draft-model drafters, k = 4, "
+            f"(seed {args.greedy_seed}) x n-gram and draft-model drafters, k = {GREEDY_K}, "
             f"{GREEDY_TOKENS} tokens",
             "interval": "Wilson 95%",
         },

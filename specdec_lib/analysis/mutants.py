@@ -522,7 +522,11 @@ def all_position_test(m: Mutant, setup: Setup, n: int, seed: int) -> bool:
     return positions_fail(counts, setup.round_p)
 
 
-def end_to_end_test(m: Mutant, setup: Setup, n: int, seed: int, k: int = 2) -> bool:
+#: Draft length of the end-to-end runs: the draft model drafts two tokens, then the bonus.
+E2E_K = 2
+
+
+def end_to_end_test(m: Mutant, setup: Setup, n: int, seed: int, k: int = E2E_K) -> bool:
     """``n`` whole ``speculative_generate`` runs of 3 tokens (request i seeded seed * n + i,
     the draft model drafting k = 2); chi-square of their first two tokens against the
     target's joint distribution."""
@@ -556,9 +560,10 @@ def across_seeds_test(m: Mutant, setup: Setup, n: int, seed: int) -> bool:
     return not distribution_test(_counts(tokens, setup.vocab_size), setup.p).passed
 
 
-#: Greedy identity runs on the trained models: copy and novel prompts, both drafters, k = 4.
+#: Greedy identity runs on the trained models: copy and novel prompts, both drafters.
 GREEDY_PROMPTS = 2
 GREEDY_TOKENS = 24
+GREEDY_K = 4
 
 
 def greedy_identity(m: Mutant, seed: int) -> list[bool]:
@@ -576,22 +581,25 @@ def greedy_identity(m: Mutant, seed: int) -> list[bool]:
             drafter = m.drafter(base)
             for ids in prompts:
                 ids = ids[-(target.config.block_size - GREEDY_TOKENS - 1) :]
-                fast = speculative_generate(target, drafter, ids, params, 4)
+                fast = speculative_generate(target, drafter, ids, params, GREEDY_K)
                 caught.append(fast != generate(target, ids, params))
     return caught
 
 
-def tie_test(m: Mutant, vocab_size: int = 8) -> bool:
-    """True if greedy decoding and greedy verification pick different tokens from a row
-    of logits whose maximum is tied: each tie position in turn, nothing proposed."""
+def tie_test(m: Mutant, vocab_size: int = 16) -> list[bool]:
+    """For each pair of neighbouring tokens in turn, a row of logits whose maximum they
+    share: do greedy decoding and greedy verification (nothing proposed) pick different
+    tokens (caught)? Deterministic; one entry per tied row."""
     greedy = SamplingParams(temperature=0.0)
+    caught = []
     with m.active():
         for a in range(vocab_size - 1):
             row = torch.zeros(vocab_size)
             row[a] = row[a + 1] = 1.0
-            if verify.accept_greedy(row[None], [])[0][0] != next_token(row, greedy, None):
-                return True
-    return False
+            caught.append(
+                verify.accept_greedy(row[None], [])[0][0] != next_token(row, greedy, None)
+            )
+    return caught
 
 
 def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
