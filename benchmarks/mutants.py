@@ -96,7 +96,8 @@ def sampled_rounds(law: RoundLaw, setup: Setup, n: int, runs: int) -> list[bool]
 
 def power_rounds(m: Mutant, setup: Setup, dist: torch.Tensor, law: RoundLaw) -> dict:
     """Rounds for 99% power: first token, and the most affected position of the round
-    alone at level alpha / 3 (so a lower bound on the all-position test's power)."""
+    alone at level alpha / 3, on as many rounds as the test looks at there (so a lower
+    bound on the all-position test's power)."""
     first = (
         rounds_for_power(lambda n: chi_square_power_any(setup.p, dist, n))
         if total_variation(dist, setup.p) > 1e-9
@@ -110,9 +111,8 @@ def power_rounds(m: Mutant, setup: Setup, dist: torch.Tensor, law: RoundLaw) -> 
 
         def power(n: int, i: int = i, reach: float = reach, cond: torch.Tensor = cond) -> float:
             try:
-                return chi_square_power_any(
-                    setup.round_p[i], cond, max(1, int(reach * n)), ALPHA / 3
-                )
+                tested = min(int(reach * n), setup.position_caps(n)[i])  # as the test caps it
+                return chi_square_power_any(setup.round_p[i], cond, max(1, tested), ALPHA / 3)
             except ValueError:  # too few rounds reach it for one degree of freedom
                 return 0.0
 
