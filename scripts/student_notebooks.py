@@ -450,8 +450,8 @@ def _python_only(source: str) -> str:
 def stub_definitions(student: nbformat.NotebookNode) -> dict[str, object]:
     """The functions and classes defined in the student notebook's stub cells, ready to grade.
 
-    Only the ``def``/``class`` statements of cells that contain a stub are run, with
-    annotations left unevaluated, so nothing else in the notebook needs to run.
+    Only the ``def``/``class`` statements and the imports of cells that contain a stub are
+    run, with annotations left unevaluated, so nothing else in the notebook needs to run.
     """
     namespace: dict[str, object] = {}
     flags = __future__.annotations.compiler_flag
@@ -462,7 +462,8 @@ def stub_definitions(student: nbformat.NotebookNode) -> dict[str, object]:
             tree = ast.parse(_python_only(cell.source))
         except SyntaxError:
             continue
-        defs = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
+        kinds = ast.FunctionDef | ast.ClassDef | ast.Import | ast.ImportFrom
+        defs = [n for n in tree.body if isinstance(n, kinds)]
         for node in defs:
             module = ast.Module(body=[node], type_ignores=[])
             try:

@@ -20,6 +20,7 @@ import torch
 
 from specdec_lib import (
     NgramDrafter,
+    Proposal,
     accept_greedy,
     accept_sampled,
     load_model,
@@ -27,6 +28,7 @@ from specdec_lib import (
 )
 from specdec_lib import grading as G
 from specdec_lib.analysis.replication import crossover
+from specdec_lib.engine.drafters import one_hot_probs
 from specdec_lib.grading import Diagnosis
 from specdec_lib.grading.exact import ExactCheck
 from specdec_lib.grading.harness import (
@@ -48,6 +50,7 @@ SEEDS = {
     "check_break_even_c": range(5),
     "check_distribution_test": range(3),
     "check_cache_lengths": range(2),
+    "check_bernoulli_drafter": range(5),
     "check_slower_from": range(5),
 }
 
@@ -179,13 +182,16 @@ def _stubs():
     def slower_from(rows):
         raise NotImplementedError()
 
+    class BernoulliDrafter:
+        def __init__(self, n_prompt, reference, alpha, seed):
+            self.alpha = alpha
+
+        def propose(self, context, k, params, generator=None):
+            raise NotImplementedError()
+
     stubs = [speculative_generate, decode_step_bytes, propose, accept_greedy, break_even_c]
-    stubs += [
-        accept_sampled,
-        distribution_test,
-        expected_cache_lengths,
-        slower_from,
-    ]  # CHECKS order
+    stubs += [accept_sampled, distribution_test, expected_cache_lengths, BernoulliDrafter]
+    stubs += [slower_from]  # in CHECKS order
     return dict(zip(G.CHECKS.values(), stubs, strict=True))
 
 
@@ -268,11 +274,17 @@ def test_a_check_leaves_random_state_and_threads_as_it_found_them():
     assert torch.get_num_threads() == threads
 
 
+def test_a_passing_report_says_passed_and_what_it_checked():
+    report = G.check_accept_greedy(accept_greedy)
+    assert str(report).startswith("PASSED check_accept_greedy(accept_greedy)\n\nCorrect on all")
+    assert "PASSED check_accept_greedy" in report._repr_html_() and report.diagnosis is None
+
+
 def test_reports_are_reproducible_and_render_as_text_and_html():
     wrong = MISTAKES["check_accept_sampled"]["resample from p_target"].function
     first, second = G.check_accept_sampled(wrong), G.check_accept_sampled(wrong)
     assert str(first) == str(second) and first._repr_html_() == second._repr_html_()
-    assert str(first).startswith("FAILED check_accept_sampled(<lambda>): resampling from p_target")
+    assert str(first).startswith("FAILED check_accept_sampled(accept_sampled_): resampling from p")
     assert "z = " in first.message and "p(2 - p) = 0.75" in first.message
     assert "<details>" in first._repr_html_() and not bool(first)
     assert json.dumps(first.as_dict())
@@ -380,3 +392,21 @@ def test_the_binomial_tail_behind_the_false_alarm_verdict():
     assert binomial_tail(0, 10, 0.1) == pytest.approx(1.0)
     assert binomial_tail(10, 10, 0.5) == pytest.approx(0.5**10)
     assert binomial_tail(14, 100, 0.05) < 1e-3 < binomial_tail(13, 100, 0.05)
+
+
+def test_the_bernoulli_drafter_check_passes_the_chapter_9_drafter_over_20_seeds():
+    class BernoulliDrafter:  # chapter 9's solution, returning a Proposal
+        def __init__(self, n_prompt, reference, alpha, seed):
+            self.n_prompt, self.reference, self.alpha = n_prompt, reference, alpha
+            self.rng = torch.Generator().manual_seed(seed)
+
+        def propose(self, context, k, params, generator=None):
+            done = len(context) - self.n_prompt
+            tokens = list(self.reference[done : done + k])
+            for i in range(len(tokens)):
+                if float(torch.rand((), generator=self.rng)) >= self.alpha:
+                    tokens[i] = (tokens[i] + 1) % 4253
+            return Proposal(tokens, one_hot_probs(tokens, 4253))
+
+    failed = [s for s in range(20) if not G.check_bernoulli_drafter(BernoulliDrafter, seed=s)]
+    assert failed == []

@@ -1,9 +1,7 @@
 """Autograders for the exercises: the course's negative controls, aimed at student code.
 
-Each ``check_*`` takes the student's function and returns a :class:`Report` (``passed``,
-a ``message``, the :class:`Diagnosis` it recognised, the ``evidence``); it never raises
-because of the student's code. Imports flow one way: report, mistakes, harness, the
-checks (:mod:`.exact`, :mod:`.sampled`, :mod:`.speculative`), this package.
+Each ``check_*`` takes the student's function and returns a :class:`Report`; it never raises
+because of the student's code. Imports flow one way: report, mistakes, harness, the checks.
 """
 
 # ruff: noqa: F401 (the checks are imported for CHECKS and as the public names)
@@ -17,7 +15,7 @@ from .exact import (
 )
 from .harness import LOG_ENV
 from .report import Diagnosis, Report
-from .sampled import check_accept_sampled, check_distribution_test
+from .sampled import check_accept_sampled, check_bernoulli_drafter, check_distribution_test
 from .speculative import check_speculative_generate
 
 #: Every check, by name (the names chapters call and the grading log records), in course order.
@@ -25,7 +23,7 @@ CHECKS = {
     name: globals()[name]
     for name in """check_speculative_generate check_decode_step_bytes check_ngram_drafter
     check_accept_greedy check_break_even_c check_accept_sampled check_distribution_test
-    check_cache_lengths check_slower_from""".split()
+    check_cache_lengths check_bernoulli_drafter check_slower_from""".split()
 }
 
 __all__ = ["CHECKS", "LOG_ENV", "Diagnosis", "Report", *CHECKS]

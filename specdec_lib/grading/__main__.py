@@ -21,15 +21,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checks", nargs="+", default=list(CHECKS), choices=list(CHECKS))
     parser.add_argument("--untrained", action="store_true", help="untrained models (no weights)")
     args = parser.parse_args(argv)
-    print("| check | mistake | expected diagnosis | caught | seconds |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| check | mistake | expected diagnosis | caught | seconds |\n" + "| --- " * 5 + "|")
     for name in args.checks:
         models = _SLOW.get(name, ())
         kwargs = {m: load_model(m, trained=False) for m in models} if args.untrained else {}
         start = time.perf_counter()
-        rates = catch_rates(
-            CHECKS[name], range(min(args.seeds, 3) if models else args.seeds), **kwargs
-        )
+        seeds = range(min(args.seeds, 3) if models else args.seeds)
+        rates = catch_rates(CHECKS[name], seeds, **kwargs)
         seconds = f"{time.perf_counter() - start:.0f}"
         for label, (count, runs) in rates.items():
             mistake = MISTAKES[name].get(label)

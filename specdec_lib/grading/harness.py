@@ -1,9 +1,8 @@
 """Call student code without letting it crash, hang or disturb the notebook.
 
-An exception, a wrong return type or a hang (a limit on CPU time) become failing
-reports, so a notebook that calls a check keeps running. A check seeds, then restores,
-the global random generators and runs on one torch thread, so it prints the same report
-every time and leaves the notebook as it found it. Student code is called one way:
+Exceptions, wrong types and hangs (a CPU-time limit) become failing reports; a check
+seeds, then restores, the global random generators and runs on one torch thread, so its
+report repeats and the notebook is left as it was. Student code is called one way:
 :func:`call_student`.
 """
 
@@ -30,8 +29,8 @@ from .report import Diagnosis, Report
 LOG_ENV = "SPECDEC_GRADING_LOG"
 
 # The limit is on CPU time, which a runaway loop burns and a busy machine does not
-# inflate; a wall-clock backstop at _WALL_FACTOR times it catches code that only waits.
-_WALL_FACTOR = 5
+# inflate; a wall-clock backstop at _WALL times it catches code that only waits.
+_WALL = 5
 
 # Frames in this package are the grader's and the engine's, not the student's.
 _LIBRARY = Path(__file__).resolve().parents[1]
@@ -53,11 +52,8 @@ class _Timeout(BaseException):
 
 @contextmanager
 def _time_limit(seconds: float | None) -> Iterator[None]:
-    """Interrupt the block after ``seconds`` of CPU time (main thread, Unix); else no limit.
-
-    The alarms repeat every second, so code that catches the first with a bare
-    ``except:`` is interrupted again.
-    """
+    """Interrupt the block after ``seconds`` of CPU time (main thread, Unix); the
+    alarms repeat every second, so a bare ``except:`` is interrupted again."""
     if seconds is None or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -65,10 +61,7 @@ def _time_limit(seconds: float | None) -> Iterator[None]:
     def on_alarm(signum: int, frame: Any) -> None:
         raise _Timeout()
 
-    timers = [
-        (signal.SIGPROF, signal.ITIMER_PROF, 1),
-        (signal.SIGALRM, signal.ITIMER_REAL, _WALL_FACTOR),
-    ]
+    timers = [(signal.SIGPROF, signal.ITIMER_PROF, 1), (signal.SIGALRM, signal.ITIMER_REAL, _WALL)]
     saved = [(signum, signal.signal(signum, on_alarm)) for signum, _, _ in timers]
     for _, which, factor in timers:
         signal.setitimer(which, factor * seconds, 1.0)
@@ -101,15 +94,10 @@ def _sandbox(seed: int) -> Iterator[None]:
 
 def _where(exc: BaseException) -> str:
     """' (in `f`, line 3: `code`)' for the innermost frame outside this library."""
-    frames = [
-        f
-        for f in traceback.extract_tb(exc.__traceback__)
-        if _LIBRARY not in Path(f.filename).resolve().parents and "torch" not in f.filename
-    ]
-    if not frames:
-        return ""
-    f = frames[-1]
-    return f" (in `{f.name}`, line {f.lineno}:{f' `{f.line.strip()}`' if f.line else ''})"
+    frames = traceback.extract_tb(exc.__traceback__)
+    mine = [f for f in frames if _LIBRARY not in Path(f.filename).resolve().parents]
+    f = next((f for f in reversed(mine) if "torch" not in f.filename), None)
+    return f" (in `{f.name}`, line {f.lineno}: `{(f.line or '').strip()}`)" if f else ""
 
 
 def call_student(fn: Callable, name: str, *args: Any, during: str = "") -> Any:
@@ -128,17 +116,15 @@ def call_student(fn: Callable, name: str, *args: Any, during: str = "") -> Any:
 
 def _record(report: Report) -> None:
     """Append the report to the grading log, when ``coursework.py grade`` asked for one."""
-    path = os.environ.get(LOG_ENV)
-    if not path:
+    if not (path := os.environ.get(LOG_ENV)):
         return
-    entry = report.as_dict()
     ipython = sys.modules.get("IPython")  # imported when a notebook kernel runs the check
     shell = ipython.get_ipython() if ipython is not None else None
     # In[n] is the input of the cell with prompt number n, the running one included.
     inputs = shell.user_ns.get("In") if shell is not None else None
-    entry["execution_count"] = len(inputs) - 1 if isinstance(inputs, list) else None
+    count = len(inputs) - 1 if isinstance(inputs, list) else None
     with open(path, "a", encoding="utf-8") as log:
-        log.write(json.dumps(entry) + "\n")
+        log.write(json.dumps(report.as_dict() | {"execution_count": count}) + "\n")
 
 
 def run_check(
@@ -153,11 +139,11 @@ def run_check(
             report = body(name)
     except Abort as abort:
         report = Report(check, name, False, abort.message, abort.diagnosis, abort.evidence)
-    except (_Timeout, Exception) as exc:  # the time limit, or a bug in the check itself
-        timeout_ = isinstance(exc, _Timeout)
-        details = f"It used {timeout} s of CPU time." if timeout_ else f"{exc!r}."
-        abort = Abort(Diagnosis.TIMEOUT if timeout_ else Diagnosis.GRADER_ERROR, details)
-        report = Report(check, name, False, abort.message, abort.diagnosis, abort.evidence)
+    except _Timeout:
+        abort = Abort(Diagnosis.TIMEOUT, f"It used {timeout} s of CPU time.")
+        report = Report(check, name, False, abort.message, abort.diagnosis)
+    except Exception as exc:  # a bug in the check itself
+        report = Report(check, name, False, f"Please report this: {exc!r}.", Diagnosis.GRADER_ERROR)
     _record(report)
     return report
 
@@ -177,9 +163,7 @@ def as_tokens(value: Any, what: str) -> list[int]:
         value = value.tolist()
     if not isinstance(value, list | tuple):
         hint = " (is a `return` missing? return [] for nothing)" if value is None else ""
-        raise Abort(
-            Diagnosis.WRONG_TYPE, f"{what} must be a list of token ids{hint}: {value!r:.60}"
-        )
+        raise Abort(Diagnosis.WRONG_TYPE, f"{what} must be a list of ids{hint}: {value!r:.60}")
     return [as_int(v, f"each token id of {what}") for v in value]
 
 

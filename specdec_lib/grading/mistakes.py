@@ -1,11 +1,8 @@
 """Deliberately wrong implementations of the exercises: the graders' negative controls.
 
 A grader never shown a wrong answer has not been tested. Each mistake is one plausible
-student slip in the exact form its exercise asks for, with the diagnosis its check must
-give it (:data:`MISTAKES`); :data:`REFERENCES` are the correct solutions in the same
-form. Each is the library's own code fed altered inputs, given another parameter or
-with its result altered afterwards, so it differs from the library exactly where its
-description says. :func:`catch_rates` runs a check on all of them. Never use them.
+slip in the exercise's own form, made of the library's code with one input, parameter or
+result altered, and :data:`MISTAKES` says which diagnosis its check must give it.
 """
 
 from __future__ import annotations
@@ -13,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from itertools import accumulate
 from unittest import mock
 
 import torch
@@ -43,11 +41,6 @@ def _after(context: Sequence[int], start: int, k: int) -> list[int]:
     return [int(t) for t in context[start : start + k]]
 
 
-def _ngram_reference(context, k, max_n=8, min_n=3):
-    """Correct: longest suffix first (max_n down to min_n), its latest earlier occurrence."""
-    return _drafter(context, max_n, min_n).propose(context, k).tokens
-
-
 def _ngram_earliest_match(context, k, max_n=8, min_n=3):
     """The engine finds the suffix length n; the earliest occurrence is its latest one in
     the reversed context (last token dropped), behind a separator no window matches."""
@@ -76,9 +69,7 @@ def _without_bonus(result: tuple[list[int], int], k: int) -> tuple[list[int], in
 
 def _greedy_emits_rejected(target_logits, proposed):
     emitted, n = accept_greedy(target_logits, proposed)
-    if n < len(proposed):
-        emitted[-1] = int(proposed[n])
-    return emitted, n
+    return (emitted[:-1] + [int(proposed[n])] if n < len(proposed) else emitted), n
 
 
 def _greedy_keeps_going(target_logits, proposed):
@@ -89,8 +80,7 @@ def _greedy_keeps_going(target_logits, proposed):
 
 
 def _falls_off_the_end(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """What an inverse-CDF draw from max(0, p - q), not divided by its sum, samples: the
-    shortfall, and the mass it lacks on the last token id, where u falls off the end."""
+    """What an inverse-CDF draw from max(0, p - q), not renormalised, samples."""
     parts = residual_decomposition(p, q)
     weights = parts.shortfall.clone()
     weights[-1] += 1 - parts.rejected_mass
@@ -106,24 +96,17 @@ def _speculative_overshoots(target, drafter, prompt_token_ids, params, k):
     """Drafts as if max_tokens were k larger and stops after the round that reaches it."""
     stats, longer = SpeculationStats(), replace(params, max_tokens=params.max_tokens + k)
     out = speculative_generate(target, drafter, prompt_token_ids, longer, k, None, stats, False)
-    emitted = 0
-    for record in stats.log:
-        emitted += len(record.emitted)
-        if emitted >= params.max_tokens:
-            break
-    return out[:emitted]
+    ends = accumulate(len(record.emitted) for record in stats.log)
+    return out[: next(end for end in ends if end >= params.max_tokens)]
 
 
-class _LogitsOnePositionEarly(torch.nn.Module):
-    """The target, its logits read one position too early: row t holds row t - 1."""
-
-    def __init__(self, target: torch.nn.Module) -> None:
-        super().__init__()
-        self.target, self.config = target, target.config
-
-    def forward(self, idx: torch.Tensor, cache: object = None) -> torch.Tensor:
-        logits = self.target(idx, cache)  # (B, T, V)
-        return torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
+def _speculative_off_by_one_rows(target, drafter, prompt_token_ids, params, k):
+    """The target's logits read one position too early: row t holds row t - 1."""
+    early = target.register_forward_hook(lambda m, a, out: torch.cat([out[:, :1], out[:, :-1]], 1))
+    try:
+        return _speculative_reference(target, drafter, prompt_token_ids, params, k)
+    finally:
+        early.remove()
 
 
 def _speculative_drops_correction(target, drafter, prompt_token_ids, params, k):
@@ -158,8 +141,7 @@ _DRAFTED = int(process_logits(_LOGITS, _PARAMS).argmax())
 
 
 def _dist(n=60, p=None, tail=1, looks=(60,), seed=None) -> Callable:
-    """A one-sided z-test of the drafted token's frequency after ``n`` rounds, the smallest
-    p-value over the prefixes ``looks``, against ``p`` (default: the right p(d))."""
+    """A one-sided z-test of the drafted token after ``n`` rounds, the least p over ``looks``."""
 
     def distribution_test(rule, seed_):
         p_d = float(process_logits(_LOGITS, _PARAMS)[_DRAFTED]) if p is None else p
@@ -176,8 +158,7 @@ dist_reference = _dist()
 
 
 def _cache(grows: Callable, keep: int = -1) -> Callable:
-    """Cache lengths if each round grew the context by ``grows(record)`` and the cache held
-    all of it but ``-keep`` tokens."""
+    """Cache lengths if each round grew the context by ``grows(record)``."""
 
     def expected_cache_lengths(n_prompt, log):
         lengths, context = [], n_prompt
@@ -202,45 +183,68 @@ def _first(rows, slower):
     return min((r["batch"] for r in rows if slower(r)), default=None)
 
 
+def _bernoulli(spoil_if_kept: bool = False, per_round: bool = False, cap: bool = True) -> type:
+    """The chapter 9 drafter: the reference's next k tokens, each spoiled (its id + 1) with
+    probability 1 - alpha; or with probability alpha, one coin per round, or past k."""
+
+    class BernoulliDrafter:
+        def __init__(self, n_prompt, reference, alpha, seed):
+            self.n_prompt, self.reference, self.alpha = n_prompt, reference, alpha
+            self.rng = torch.Generator().manual_seed(seed)
+
+        def propose(self, context, k, params=None, generator=None):
+            done = len(context) - self.n_prompt
+            tokens = list(self.reference[done : done + k if cap else None])
+            coins = torch.rand(1 if per_round else len(tokens), generator=self.rng).tolist()
+            kept = [(c < self.alpha) != spoil_if_kept for c in coins * len(tokens)]
+            return [t if keep else t + 1 for t, keep in zip(tokens, kept, strict=False)]
+
+    return BernoulliDrafter
+
+
 @dataclass(frozen=True)
 class Mistake:
     """One wrong implementation and the diagnosis its grader must give."""
 
     function: Callable
     diagnosis: D
-    description: str
 
 
 def _table(*rows: tuple[str, Callable, D]) -> dict[str, Mistake]:
-    """Rows of (description, function, diagnosis); the description is the label too."""
-    return {text: Mistake(fn, diagnosis, text) for text, fn, diagnosis in rows}
+    return {label: Mistake(fn, diagnosis) for label, fn, diagnosis in rows}
 
 
-def _ngram(max_n=None, min_n=None, k=None):
-    """The engine's drafter with another max_n, min_n or k (a function of the inputs)."""
-
-    def propose(context, k_, max_n_=8, min_n_=3):
-        hi = max_n_ if max_n is None else max_n(context, max_n_, min_n_)
-        lo = min_n_ if min_n is None else min_n
-        return _drafter(context, hi, lo).propose(context, k_ if k is None else len(context)).tokens
-
-    return propose
+def _ngram(hi=lambda c, hi, lo: hi, lo=lambda lo: lo, k=lambda c, k: k):
+    """The engine's drafter with another max_n, min_n or k (functions of the inputs)."""
+    return lambda c, k_, max_n=8, min_n=3: _after(
+        _drafter(c, hi(c, max_n, min_n), lo(min_n)).propose(c, k(c, k_)).tokens, 0, len(c)
+    )
 
 
-def _sampled(wrap: Callable) -> Callable:
-    return lambda logits, q, proposed, params, gen=None: wrap(logits, q, proposed, params, gen)
+def _sampled(rows=None, certain=False, bonus=True, residual=None, rule=accept_sampled):
+    """The residual rule with its rows shifted, each proposal taken as certain (q(x) = 1),
+    no bonus token, another residual, or another rule altogether."""
+
+    def accept_sampled_(logits, q, proposed, params, generator=None):
+        logits = logits if rows is None else rows(logits)
+        q = one_hot_probs(proposed, logits.shape[-1]) if certain else q
+        args = (logits, q, proposed, params, generator)
+        result = rule(*args) if residual is None else verify_with_replacement(*args, residual)
+        return result if bonus else _without_bonus(result, len(proposed))
+
+    return accept_sampled_
 
 
 #: ``{check name: {mistake: Mistake}}``, for every check.
 MISTAKES: dict[str, dict[str, Mistake]] = {
     "check_ngram_drafter": _table(
         ("earliest match", _ngram_earliest_match, D.EARLIEST_MATCH),
-        ("shortest first", _ngram(max_n=lambda c, hi, lo: lo), D.SHORTEST_FIRST),
+        ("shortest first", _ngram(hi=lambda c, hi, lo: lo), D.SHORTEST_FIRST),
         ("matches itself", lambda c, k, hi=8, lo=3: _after(c, len(c), k), D.NEVER_PROPOSES),
         ("copies the match", _ngram_copies_the_match, D.COPIES_THE_MATCH),
-        ("ignores k", _ngram(k=True), D.IGNORES_K),
-        ("ignores min_n", _ngram(min_n=1), D.IGNORES_MIN_N),
-        ("ignores max_n", _ngram(max_n=lambda c, hi, lo: max(len(c), lo)), D.IGNORES_MAX_N),
+        ("ignores k", _ngram(k=lambda c, k: len(c)), D.IGNORES_K),
+        ("ignores min_n", _ngram(lo=lambda lo: 1), D.IGNORES_MIN_N),
+        ("ignores max_n", _ngram(hi=lambda c, hi, lo: max(len(c), lo)), D.IGNORES_MAX_N),
     ),
     "check_accept_greedy": _table(
         ("no bonus token", lambda t, x: _without_bonus(accept_greedy(t, x), len(x)), D.NO_BONUS),
@@ -249,41 +253,19 @@ MISTAKES: dict[str, dict[str, Mistake]] = {
         ("keeps going after a mismatch", _greedy_keeps_going, D.KEEPS_GOING),
     ),
     "check_accept_sampled": _table(
-        ("resample from p_target", _sampled(accept_sampled_biased), D.RESAMPLE_FROM_TARGET),
-        (
-            "accept with p_target(x)",
-            _sampled(
-                lambda t, q, x, p, g: accept_sampled(t, one_hot_probs(x, t.shape[-1]), x, p, g)
-            ),
-            D.ACCEPT_WITH_P_TARGET,
-        ),
-        (
-            "no bonus token",
-            _sampled(lambda t, q, x, p, g: _without_bonus(accept_sampled(t, q, x, p, g), len(x))),
-            D.NO_BONUS,
-        ),
-        (
-            "off-by-one rows",
-            _sampled(lambda t, q, x, p, g: accept_sampled(_one_row_late(t), q, x, p, g)),
-            D.OFF_BY_ONE,
-        ),
+        ("resample from p_target", _sampled(rule=accept_sampled_biased), D.RESAMPLE_FROM_TARGET),
+        ("accept with p_target(x)", _sampled(certain=True), D.ACCEPT_WITH_P_TARGET),
+        ("no bonus token", _sampled(bonus=False), D.NO_BONUS),
+        ("off-by-one rows", _sampled(rows=_one_row_late), D.OFF_BY_ONE),
         (
             "residual not renormalised",
-            _sampled(
-                lambda t, q, x, p, g: verify_with_replacement(t, q, x, p, g, _falls_off_the_end)
-            ),
+            _sampled(residual=_falls_off_the_end),
             D.UNNORMALISED_RESIDUAL,
         ),
     ),
     "check_speculative_generate": _table(
         ("overshoots max_tokens", _speculative_overshoots, D.WRONG_LENGTH),
-        (
-            "off-by-one rows",
-            lambda t, d, ids, p, k: _speculative_reference(
-                _LogitsOnePositionEarly(t), d, ids, p, k
-            ),
-            D.OUTPUT_MISMATCH,
-        ),
+        ("off-by-one rows", _speculative_off_by_one_rows, D.OUTPUT_MISMATCH),
         ("drops the correction token", _speculative_drops_correction, D.NO_PROGRESS),
         ("plain decoding", lambda t, d, ids, p, k: generate(t, ids, p), D.NOT_SPECULATING),
     ),
@@ -316,7 +298,7 @@ MISTAKES: dict[str, dict[str, Mistake]] = {
     ),
     "check_distribution_test": _table(
         ("too few rounds", _dist(n=15, looks=(15,)), D.MISSES_BUG),
-        ("peeks at every prefix", _dist(looks=range(15, 61)), D.FALSE_ALARMS),
+        ("peeks at every prefix", _dist(n=200, looks=range(15, 201)), D.FALSE_ALARMS),
         ("untempered target", _dist(p=float(torch.softmax(_LOGITS, -1)[_DRAFTED])), D.WRONG_NULL),
         ("ignores the seed", _dist(seed=0), D.IGNORES_SEED),
         ("wrong tail", _dist(tail=-1), D.WRONG_TAIL),
@@ -325,6 +307,11 @@ MISTAKES: dict[str, dict[str, Mistake]] = {
         ("counts the pending token", _cache(lambda r: len(r.emitted), 0), D.COUNTS_PENDING),
         ("no rollback", _cache(lambda r: len(r.proposed) + 1), D.NO_ROLLBACK),
         ("accepted only", _cache(lambda r: r.n_accepted), D.ACCEPTED_ONLY),
+    ),
+    "check_bernoulli_drafter": _table(
+        ("spoils with probability alpha", _bernoulli(spoil_if_kept=True), D.INVERTED_SPOIL),
+        ("one coin per round", _bernoulli(per_round=True), D.DEPENDENT_SPOILS),
+        ("ignores k", _bernoulli(cap=False), D.IGNORES_K),
     ),
     "check_slower_from": _table(
         ("point estimate", lambda rows: _first(rows, lambda r: r["speedup"] < 1), D.POINT_ESTIMATE),
@@ -339,7 +326,7 @@ MISTAKES: dict[str, dict[str, Mistake]] = {
 
 #: ``{check name: the correct solution in the student's form}``.
 REFERENCES: dict[str, Callable] = {
-    "check_ngram_drafter": _ngram_reference,
+    "check_ngram_drafter": _ngram(),  # longest suffix first, its latest earlier occurrence
     "check_accept_greedy": accept_greedy,
     "check_accept_sampled": accept_sampled,
     "check_speculative_generate": _speculative_reference,
@@ -347,6 +334,7 @@ REFERENCES: dict[str, Callable] = {
     "check_break_even_c": _break_even_reference,
     "check_distribution_test": dist_reference,
     "check_cache_lengths": _cache_reference,
+    "check_bernoulli_drafter": _bernoulli(),
     "check_slower_from": _slower_reference,
 }
 

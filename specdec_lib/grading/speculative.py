@@ -16,7 +16,7 @@ import torch
 
 from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter, Proposal
 from specdec_lib.engine.generate import generate
-from specdec_lib.engine.generate import speculative_generate as library_speculative_generate
+from specdec_lib.engine.generate import speculative_generate as library_loop
 from specdec_lib.engine.sampling import SamplingParams
 from specdec_lib.engine.weights import load_model
 from specdec_lib.text.language import workload_prompts
@@ -39,11 +39,8 @@ class _WatchedDrafter:
         self.repeats = self.repeats + 1 if len(context) == self.last else 0
         self.last = len(context)
         if self.repeats >= _MAX_REPEATS:
-            raise Abort(
-                Diagnosis.NO_PROGRESS,
-                f"The drafter was asked {self.repeats + 1} times in a row to extend the same "
-                f"{len(context)}-token context.",
-            )
+            details = f"The drafter was asked {self.repeats + 1} times for one context."
+            raise Abort(Diagnosis.NO_PROGRESS, details)
         return self.drafter.propose(context, k, params, gen)
 
 
@@ -65,14 +62,10 @@ def check_speculative_generate(
     seed: int = 0,
     timeout: float | None = 120.0,
 ) -> Report:
-    """Check ``speculative_generate(target, drafter, prompt_token_ids, params, k) -> list[int]``.
-
-    Five greedy cases (``target``/``draft`` default to the shipped models): copy prompts
-    with an n-gram drafter at k = 4 and k = 1, a novel prompt, a draft model at k = 3,
-    lengths that do not divide into rounds. Each output must equal plain greedy decoding
-    and have exactly ``max_tokens`` tokens; on the copy prompts the target passes
-    (counted with a hook) must be fewer than tokens, and not far above the library's.
-    """
+    """Check ``speculative_generate(target, drafter, prompt_token_ids, params, k) -> list[int]``
+    on five greedy cases (``target``/``draft`` default to the shipped models): each output
+    must equal plain greedy decoding, with exactly ``max_tokens`` tokens, and on the copy
+    prompts use fewer target passes than tokens, and not far more than the library."""
     tok = Tokenizer()
 
     def body(name: str) -> Report:
@@ -103,9 +96,7 @@ def check_speculative_generate(
             )
             got = as_tokens(result, f"the value `{name}` returns")
             expected = generate(model, prompt, params)
-            _, reference = _passes(
-                model, library_speculative_generate, model, make(), prompt, params, k
-            )
+            _, reference = _passes(model, library_loop, model, make(), prompt, params, k)
             calls += args[3].calls
             if len(got) != max_tokens:
                 details = f"On the {label} with max_tokens = {max_tokens} you returned {len(got)}."
@@ -132,11 +123,9 @@ def check_speculative_generate(
         if theirs > 1.5 * ours + 2:
             details = f"{theirs} target passes where the library needs {ours}."
             raise Abort(Diagnosis.TOO_MANY_PASSES, details, **evidence)
-        message = (
-            f"Correct: identical to plain greedy decoding on all {len(cases)} cases, with "
-            f"{tokens / theirs:.2f} tokens per target pass on the copy prompts (library: "
-            f"{tokens / ours:.2f})."
-        )
+        message = f"Correct: identical to plain greedy decoding on all {len(cases)} cases, with "
+        message += f"{tokens / theirs:.2f} tokens per target pass on the copy prompts (library: "
+        message += f"{tokens / ours:.2f})."
         return Report("check_speculative_generate", name, True, message, None, evidence)
 
     return run_check("check_speculative_generate", speculative_generate, body, seed, timeout)
