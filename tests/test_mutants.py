@@ -19,6 +19,7 @@ from specdec_lib.analysis.mutants import (
     greedy_identity,
     mutant,
     round_law,
+    rounds_for_power,
     tie_test,
     total_variation,
     wilson,
@@ -127,3 +128,14 @@ def test_the_set_up_drafts_moderate_probabilities(setup: Setup) -> None:
     for i, d in enumerate(setup.drafted):
         assert 0.2 < float(setup.round_p[i, d]) < 0.9
     assert torch.isclose(setup.p.sum(), torch.tensor(1.0, dtype=torch.float64))
+
+
+def test_rounds_for_power_finds_the_threshold_and_refuses_bad_arguments() -> None:
+    assert rounds_for_power(lambda n: float(n >= 300)) in range(300, 308)
+    assert rounds_for_power(lambda n: 0.5) is None
+    with pytest.raises(ValueError, match="power must lie"):
+        rounds_for_power(lambda n: 1.0, power=1.0)
+    with pytest.raises(ValueError, match="high must be"):
+        rounds_for_power(lambda n: 1.0, low=100, high=50)
+    with pytest.raises(ValueError, match="vocab_size must be"):
+        tie_test(CORRECT, vocab_size=1)

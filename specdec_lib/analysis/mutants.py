@@ -590,6 +590,7 @@ def tie_test(m: Mutant, vocab_size: int = 16) -> list[bool]:
     """For each pair of neighbouring tokens in turn, a row of logits whose maximum they
     share: do greedy decoding and greedy verification (nothing proposed) pick different
     tokens (caught)? Deterministic; one entry per tied row."""
+    check_int("vocab_size", vocab_size, 2)
     greedy = SamplingParams(temperature=0.0)
     caught = []
     with m.active():
@@ -636,6 +637,10 @@ def rounds_for_power(
 ) -> int | None:
     """The smallest n in [low, high] (to within 2%) at which ``power_at(n)`` reaches
     ``power``, assuming power grows with n; None if even ``high`` falls short."""
+    if not 0 < power < 1:
+        raise ValueError(f"power must lie in (0, 1), got {power!r}")
+    check_int("low", low)
+    check_int("high", high, low)
     if power_at(high) < power:
         return None
     if power_at(low) >= power:
