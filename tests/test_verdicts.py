@@ -50,6 +50,25 @@ def _pair(name: str) -> tuple[dict, dict]:
     return tuple(json.loads((RESULTS / f"{n}.json").read_text()) for n in (name, f"{name}_rerun"))
 
 
+def _runs(name: str) -> tuple[dict, ...]:
+    """Every stored run of a benchmark: the run, its rerun, and a third run if there is one."""
+    names = [name, f"{name}_rerun", f"{name}_run3"]
+    return tuple(
+        json.loads((RESULTS / f"{n}.json").read_text())
+        for n in names
+        if (RESULTS / f"{n}.json").exists()
+    )
+
+
+def _verdicts(bench: str) -> dict[str, dict]:
+    """What the chapters may claim: chapter 9 reads two runs, chapter 10 every batch sweep."""
+    if bench != "batch_sweep":
+        return verdicts(*_pair(bench))
+    runs = _runs(bench)
+    workloads = dict.fromkeys(r["workload"] for r in runs[0]["rows"])
+    return {f"crossover, {w}": agreed_crossover(runs[0], runs[1], w, *runs[2:]) for w in workloads}
+
+
 def glued(notebook: str) -> dict[str, object]:
     """Every value a notebook's stored outputs glue, by name."""
     nb = json.loads((ROOT / "chapters" / notebook).read_text())
@@ -94,7 +113,7 @@ CHAPTER_10 = {
 def test_every_glued_verdict_is_what_both_stored_runs_resolve(notebook, mapping):
     values = glued(notebook)
     for glue_name, (bench, verdict_name, field) in mapping.items():
-        expected = verdicts(*_pair(bench))[verdict_name][field]
+        expected = _verdicts(bench)[verdict_name][field]
         if expected is None:  # the two runs do not agree: the chapter must not name one
             assert glue_name not in values, (
                 f"{notebook} glues {glue_name}, which the runs do not agree on"
@@ -104,10 +123,15 @@ def test_every_glued_verdict_is_what_both_stored_runs_resolve(notebook, mapping)
             assert values[glue_name] == expected, f"{notebook}: {glue_name} = {values[glue_name]!r}"
 
 
-def test_chapter_10_glues_the_smallest_batch_both_runs_find_greedy_novel_slower_at():
+def test_chapter_10_glues_the_smallest_batch_every_run_finds_greedy_novel_slower_at():
     values = glued("10_when_it_does_not_pay.ipynb")
-    both = verdicts(*_pair("batch_sweep"))["crossover, novel"]
-    assert values["novel_slower_from"] == min(both["slower_at"])
+    slower = _verdicts("batch_sweep")["crossover, novel"]["slower_at"]
+    n = len(_runs("batch_sweep"))
+    every = "both runs" if n == 2 else f"all {['', '', 'two', 'three', 'four'][n]} runs"
+    expected = (
+        f"from batch {min(slower)} on, in {every}" if slower else f"at no batch size in {every}"
+    )
+    assert values["novel_slower_from"] == expected
 
 
 def _row(workload, batch, low, high, value=None):
@@ -139,10 +163,28 @@ def test_a_crossover_that_moves_between_runs_is_a_differing_verdict_though_every
     assert compare.compare(first, second) == 1
 
 
-def test_compare_runs_reports_the_stored_sweeps_differing_crossover(capsys):
-    assert _compare_runs().compare(*_pair("batch_sweep")) >= 1
+def test_a_crossover_is_agreed_only_where_every_run_resolves_it():
+    first = _sweep([_row("w", 1, 1.1, 1.3), _row("w", 2, 0.80, 0.95), _row("w", 4, 0.7, 0.9)])
+    second = _sweep([_row("w", 1, 1.2, 1.4), _row("w", 2, 0.81, 0.96), _row("w", 4, 0.6, 0.8)])
+    third = _sweep([_row("w", 1, 1.05, 1.2), _row("w", 2, 0.9, 1.1), _row("w", 4, 0.7, 0.9)])
+    two = agreed_crossover(first, second, "w")
+    assert (two["faster_at"], two["slower_at"]) == ([1], [2, 4])
+    three = agreed_crossover(first, second, "w", third)
+    assert (three["faster_at"], three["slower_at"], three["not_resolved_at"]) == ([1], [4], [2])
+    assert three["verdict"] == (
+        "faster in all 3 runs at B = 1; slower in all 3 runs at B = 4; "
+        "no verdict shared by all 3 runs at B = 2"
+    )
+
+
+def test_compare_runs_reports_every_verdict_of_the_stored_sweeps(capsys):
+    first, second = _pair("batch_sweep")
+    differing = _compare_runs().differing_verdicts(first, second)
+    assert _compare_runs().compare(first, second) == len(differing)
     out = capsys.readouterr().out
-    assert "crossover, novel:" in out and "DIFFERENT" in out and "0 verdict(s) differ" not in out
+    for w in ("copy", "novel", "novel T=1"):
+        assert f"crossover, {w}:" in out
+    assert ("DIFFERENT" in out) == bool(differing)
 
 
 def test_a_best_k_is_resolved_only_when_both_runs_name_it_and_neither_ties_another():

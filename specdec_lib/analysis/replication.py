@@ -79,28 +79,30 @@ def crossover(rows: Sequence[dict]) -> dict:
     }
 
 
-def agreed_crossover(first: dict, second: dict, workload: str) -> dict:
-    """What both runs of a batch sweep resolve for ``workload``: the batch sizes where both
-    say faster, where both say slower, the rest, and a sentence saying so."""
-    one, two = crossover(_rows_of(first, workload)), crossover(_rows_of(second, workload))
+def agreed_crossover(first: dict, second: dict, workload: str, *more: dict) -> dict:
+    """What every run of a batch sweep resolves for ``workload`` (two runs, or more): the
+    batch sizes where all say faster, where all say slower, the rest, and a sentence."""
+    runs = (first, second, *more)
+    each = [crossover(_rows_of(run, workload)) for run in runs]
     batches = [r["batch"] for r in _rows_of(first, workload)]
-    if batches != [r["batch"] for r in _rows_of(second, workload)]:
-        raise ValueError(f"the two runs swept different batch sizes for {workload!r}")
-    faster = [b for b in one["faster_at"] if b in two["faster_at"]]
-    slower = [b for b in one["slower_at"] if b in two["slower_at"]]
+    if any(batches != [r["batch"] for r in _rows_of(run, workload)] for run in runs):
+        raise ValueError(f"the runs swept different batch sizes for {workload!r}")
+    faster = [b for b in batches if all(b in c["faster_at"] for c in each)]
+    slower = [b for b in batches if all(b in c["slower_at"] for c in each)]
     unresolved = [b for b in batches if b not in faster + slower]
+    every = "both runs" if len(runs) == 2 else f"all {len(runs)} runs"
     if faster == batches:
-        text = "faster at every batch size in both runs"
+        text = f"faster at every batch size in {every}"
     elif slower == batches:
-        text = "slower at every batch size in both runs"
+        text = f"slower at every batch size in {every}"
     else:
         parts = [
-            f"{word} in both runs at B = {', '.join(map(str, bs))}"
+            f"{word} in {every} at B = {', '.join(map(str, bs))}"
             for word, bs in (("faster", faster), ("slower", slower))
             if bs
         ]
         if unresolved:
-            parts.append(f"not resolved by both at B = {', '.join(map(str, unresolved))}")
+            parts.append(f"no verdict shared by {every} at B = {', '.join(map(str, unresolved))}")
         text = "; ".join(parts)
     return {
         "faster_at": faster,
