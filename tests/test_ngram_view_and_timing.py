@@ -6,7 +6,7 @@ import pytest
 
 from specdec_lib import NgramDrafter, Tokenizer
 from specdec_lib.analysis.costs import fit_pass_cost, weight_bytes
-from specdec_lib.analysis.timing import Timing, time_batched_decoding, time_passes
+from specdec_lib.analysis.timing import Timing, time_passes
 from specdec_lib.course.ngram_view import highlight_match, ngram_explorer
 
 # --- ngram_view ----------------------------------------------------------------------------
@@ -89,11 +89,6 @@ def test_time_passes_rejects_a_pass_that_overflows_the_context_window(untrained_
         time_passes(untrained_target, [64], context_len=untrained_target.config.block_size)
     with pytest.raises(ValueError, match="positions"):
         time_passes(untrained_target, [0])
-
-
-def test_time_batched_decoding_times_every_batch_size(untrained_target):
-    timings = time_batched_decoding(untrained_target, [1, 2, 3], [1, 2], n_tokens=2, repeats=1)
-    assert set(timings) == {1, 2} and all(t.median > 0 for t in timings.values())
 
 
 def test_the_pass_cost_fit_recovers_a_line_and_ignores_one_spoiled_point():

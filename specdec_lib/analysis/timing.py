@@ -10,9 +10,9 @@ other timers are thin uses of it, and the statistics below read what it returns.
 * :class:`Timing`, :func:`time_median`: median and range (fastest, slowest run) of one
   callable's repeats. :class:`Ratio`, :func:`time_ratio`: one operation against another.
 * :func:`time_passes`, :func:`time_batched_passes`: a KV-cached pass over T new positions
-  (for B sequences), for several T (and B); :func:`time_batched_decoding`: plain batched
-  decoding at several batch sizes. :func:`decode_step`, :func:`proposal_call`: single
-  operations the cost model needs timed.
+  (for B sequences), for several T (and B). :func:`decode_step`, :func:`proposal_call`:
+  single operations the cost model needs timed. (Plain batched decoding by its parts is
+  :func:`specdec_lib.analysis.batch_steps.time_batch_decode_steps`.)
 * :class:`Estimate`, :func:`bootstrap_interval`, :func:`paired_speedup`, :func:`blocks_of`:
   bootstrap 95% intervals; a comparison of two methods timed on the same prompts in the
   same repeats is the paired interval of their ratio, resampling prompts and blocks of
@@ -35,7 +35,6 @@ from typing import NamedTuple
 
 import torch
 
-from specdec_lib.engine.batched import generate_batch
 from specdec_lib.engine.drafters import Drafter
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
@@ -296,28 +295,6 @@ def time_batched_passes(
         raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
     new = {(b, t): torch.tensor([ctx[-t:]] * b) for b, t in cells}
     return _time_cached_passes(model, new, torch.tensor([ctx]), repeats, warmup, 0)
-
-
-def time_batched_decoding(
-    model: TinyGPT,
-    prompt_ids: Sequence[int],
-    batch_sizes: Sequence[int],
-    n_tokens: int = 32,
-    repeats: int = 3,
-    warmup: int = 1,
-) -> dict[int, Timing]:
-    """Wall time of plain greedy batched decoding of ``n_tokens`` for B copies of one prompt,
-    the batch sizes timed with :func:`interleaved`.
-
-    Every request in the batch is the same prompt, so each batch does the same
-    work per request and only the batch size varies. Returns ``{B: Timing}``
-    for the whole call (prefill included), in seconds; throughput is
-    ``B * n_tokens / timing.median``.
-    """
-    params = SamplingParams(temperature=0.0, max_tokens=n_tokens)
-    ids = list(prompt_ids)
-    jobs = {int(b): (lambda b=b: generate_batch(model, [ids] * b, params)) for b in batch_sizes}
-    return {b: Timing.of(t.wall) for b, t in interleaved(jobs, repeats, warmup=warmup).items()}
 
 
 @dataclass(frozen=True)
