@@ -73,7 +73,9 @@ def batch_round_profile(alone: Sequence[SpeculationStats]) -> dict[str, list[int
     finished request rides along as padding, and every row is padded to the longest
     proposal of the pass. Returns each request's ``rounds``, the batch's ``passes``, and
     per pass the ``active`` requests, the positions ``carried`` (B x the pass's width) and
-    those ``used`` (each active request's pending token plus its proposal).
+    those ``used`` (each active request's pending token plus its proposal). The first pass
+    also reads every prompt (prefill and the first round share it); its prompt positions
+    are left out here, so the first pass is counted as a round like the others.
     """
     if not alone or any(s.rounds == 0 for s in alone):
         raise ValueError("alone must hold one non-empty SpeculationStats per request")
