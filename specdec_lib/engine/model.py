@@ -291,4 +291,6 @@ class TinyGPT(nn.Module):
         x = self.model.embed_tokens(idx)  # (B, T, C)
         for block, kv in zip(self.model.layers, kvs, strict=True):
             x = block(x, cos, sin, kv, pos, mask)
-        return self.lm_head(self.model.norm(x[:, -logits_to_keep:]))  # (B, T or n, V)
+        if logits_to_keep:
+            x = x[:, -logits_to_keep:]
+        return self.lm_head(self.model.norm(x))  # (B, T or logits_to_keep, vocab_size)
