@@ -40,10 +40,10 @@ def generate_batch(
     seqs = _check_batch(model, prompts, params)
     width = max(len(s) for s in seqs)
     cache = model.new_cache(len(seqs))
-    scored = width - min(len(s) for s in seqs) + 1  # down to the shortest prompt's last token
-    logits = model(torch.tensor([s + [PAD] * (width - len(s)) for s in seqs]), cache, scored)
-    cache.crop([len(s) for s in seqs])  # drop the padding
-    logits = logits[torch.arange(len(seqs)), [len(s) - width + scored - 1 for s in seqs]]
+    logits = model(torch.tensor([s + [PAD] * (width - len(s)) for s in seqs]), cache)
+    last = torch.tensor([len(s) - 1 for s in seqs])
+    cache.crop(last + 1)  # drop the padding
+    logits = logits[torch.arange(len(seqs)), last]  # (B, V): each prompt's last position
     outs: list[list[int]] = [[] for _ in seqs]
     while True:
         for b, out in enumerate(outs):

@@ -14,11 +14,11 @@ distribution is one-hot.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+import numpy as np
 import torch
 
 from specdec_lib.checks import check_ids, check_int
@@ -27,7 +27,6 @@ from specdec_lib.engine.sampling import SamplingParams, process_logits, sample
 from specdec_lib.text.tokenizer import Tokenizer
 
 VOCAB_SIZE = Tokenizer().vocab_size
-_ID = array("I")  # the n-gram search's encoding of a token id: a C unsigned int
 
 
 @dataclass(frozen=True)
@@ -124,19 +123,19 @@ class NgramDrafter(LibraryDrafter):
     def find_match(self, context: Sequence[int]) -> tuple[int, int] | None:
         """``(start, n)`` of the latest earlier occurrence of the longest matching suffix.
 
-        The search runs every round, so it runs at C speed: each id becomes a C unsigned int and
+        The search runs every round, so it runs at C speed: each id becomes 4 bytes and
         ``bytes.rfind`` looks for the suffix's bytes, accepting a hit only where it starts
         on a token boundary. The search ends before the last token, so every match has a
         token after it to propose, and the suffix is never its own match.
         """
-        L, w = len(context), _ID.itemsize
-        data = array(_ID.typecode, context).tobytes()  # token i is data[w*i : w*(i+1)]
+        L = len(context)
+        data = np.asarray(context, dtype=">u4").tobytes()  # token i is data[4i : 4i + 4]
         for n in range(min(self.max_n, L - 1), self.min_n - 1, -1):
-            suffix = data[w * (L - n) :]
-            end = w * (L - 1)
+            suffix = data[4 * (L - n) :]
+            end = 4 * (L - 1)
             while (hit := data.rfind(suffix, 0, end)) >= 0:
-                if hit % w == 0:
-                    return hit // w, n
+                if hit % 4 == 0:
+                    return hit // 4, n
                 end = hit + len(suffix) - 1  # a hit across a token boundary: look earlier
         return None
 

@@ -32,9 +32,7 @@ its own. Per-sequence lengths let every sequence of a batch accept a different n
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
-from numbers import Integral
 
 import torch
 import torch.nn as nn
@@ -79,10 +77,8 @@ class KVCache:
 
     ``k[layer]`` has shape ``(B, n_head, block_size, head_size)``. Position ``t`` of
     sequence ``b`` lives at ``k[layer][b, :, t]``; entries at or beyond
-    ``lengths[b]`` are stale and never attended to. The lengths are a Python list (the
-    loop reads and sets them every round; as a tensor each read is a kernel launch).
-    They move only here: a forward pass claims positions with :meth:`advance`, rollback
-    gives them back with :meth:`crop`.
+    ``lengths[b]`` are stale and never attended to. Lengths move only here: a forward
+    pass claims positions with :meth:`advance`, rollback gives them back with :meth:`crop`.
     """
 
     def __init__(self, config: ModelConfig, batch_size: int = 1) -> None:
@@ -90,32 +86,34 @@ class KVCache:
         shape = (batch_size, config.n_head, config.block_size, config.head_size)
         self.k = [torch.zeros(shape) for _ in range(config.n_layer)]
         self.v = [torch.zeros(shape) for _ in range(config.n_layer)]
-        self.lengths = [0] * batch_size
+        self.lengths = torch.zeros(batch_size, dtype=torch.long)
 
     @property
     def batch_size(self) -> int:
-        return len(self.lengths)
+        return int(self.lengths.shape[0])
 
     def advance(self, n: int) -> torch.Tensor:
         """Claim the next ``n`` positions of every sequence: (B, n) positions to write."""
-        if max(self.lengths) + n > self.k[0].shape[2]:
-            raise ValueError(f"cached + new tokens must be <= block_size={self.k[0].shape[2]}")
-        pos = torch.tensor([list(range(c, c + n)) for c in self.lengths])
-        self.lengths = [c + n for c in self.lengths]
+        pos = self.lengths[:, None] + torch.arange(n)[None, :]
+        if int(pos.max()) >= self.k[0].shape[2]:
+            raise ValueError(
+                f"cached length + new tokens must be <= block_size={self.k[0].shape[2]}"
+            )
+        self.lengths = self.lengths + n
         return pos
 
-    def crop(self, lengths: int | Sequence[int]) -> None:
-        """Roll back to ``lengths`` tokens (one int for every sequence, or one each).
+    def crop(self, lengths: int | torch.Tensor) -> None:
+        """Roll back to ``lengths`` tokens (an int for every sequence, or one each).
 
         This is the whole of rollback: nothing is erased, the positions past the
         new length simply stop being visible and are overwritten by the next write.
         """
-        one = isinstance(lengths, Integral)
-        new = [int(lengths)] * self.batch_size if one else [int(n) for n in lengths]
-        if len(new) != self.batch_size or not all(
-            0 <= n <= c for n, c in zip(new, self.lengths, strict=True)
-        ):
-            raise ValueError(f"lengths must lie in [0, {self.lengths}] (one each), got {lengths}")
+        new = torch.as_tensor(lengths, dtype=torch.long).expand(self.batch_size).clone()
+        if (new < 0).any() or (new > self.lengths).any():
+            raise ValueError(
+                f"lengths must lie in [0, current length], got {new.tolist()} "
+                f"with current {self.lengths.tolist()}"
+            )
         self.lengths = new
 
 
@@ -255,17 +253,12 @@ class TinyGPT(nn.Module):
     def new_cache(self, batch_size: int = 1) -> KVCache:
         return KVCache(self.config, batch_size)
 
-    def forward(
-        self, idx: torch.Tensor, cache: KVCache | None = None, logits_to_keep: int = 0
-    ) -> torch.Tensor:
-        """Logits for the positions of ``idx`` (B, T) -> (B, T, vocab_size).
+    def forward(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """Logits for every position of ``idx`` (B, T) -> (B, T, vocab_size).
 
         With a ``cache``, ``idx`` holds only the new tokens: they are placed after
         each sequence's cached length, written into the cache, and the lengths
         advance by T. Without one, ``idx`` is the whole sequence from position 0.
-        ``logits_to_keep=n`` scores only the last n positions (0: all), as in Hugging
-        Face: a prefill needs one row, not one per prompt token, and the output head
-        is the largest matrix here.
         """
         if idx.dim() != 2:
             raise ValueError(f"idx must have shape (B, T), got {tuple(idx.shape)}")
@@ -284,13 +277,11 @@ class TinyGPT(nn.Module):
             pos = cache.advance(T)  # (B, T)
             kvs = list(zip(cache.k, cache.v, strict=True))
             # Query at position p sees keys 0..p of its own sequence, nothing stale.
-            L = max(cache.lengths)
+            L = int(pos.max()) + 1
             mask = (torch.arange(L)[None, None, :] <= pos[:, :, None])[:, None]  # (B, 1, T, L)
         cos = self.rope_cos[pos][:, None]  # (B, 1, T, hs)
         sin = self.rope_sin[pos][:, None]  # (B, 1, T, hs)
         x = self.model.embed_tokens(idx)  # (B, T, C)
         for block, kv in zip(self.model.layers, kvs, strict=True):
             x = block(x, cos, sin, kv, pos, mask)
-        if logits_to_keep:
-            x = x[:, -logits_to_keep:]
-        return self.lm_head(self.model.norm(x))  # (B, T or logits_to_keep, vocab_size)
+        return self.lm_head(self.model.norm(x))  # (B, T, vocab_size)

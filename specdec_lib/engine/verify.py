@@ -24,14 +24,14 @@ from collections.abc import Callable, Sequence
 import torch
 
 from specdec_lib.checks import check_draft_probs, check_target_logits
-from specdec_lib.engine.sampling import SamplingParams, argmax, process_logits, sample
+from specdec_lib.engine.sampling import SamplingParams, process_logits, sample
 
 Replacement = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def greedy_rule(target_logits: torch.Tensor, proposed: list[int]) -> tuple[list[int], int]:
     """Keep the longest prefix of ``proposed`` that matches the target's argmax."""
-    best = argmax(target_logits)  # the target's own choice at each of the k+1 rows
+    best = target_logits.argmax(-1).tolist()  # the target's own choice at each of k+1 rows
     n = 0
     while n < len(proposed) and proposed[n] == best[n]:
         n += 1
