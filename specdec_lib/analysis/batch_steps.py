@@ -45,12 +45,11 @@ def time_batch_decode_steps(
     n_tokens: int = 32,
     repeats: int = 3,
     warmup: int = 1,
-    seed: int = 0,
 ) -> dict[int, BatchDecodeTiming]:
     """Time greedy ``generate_batch`` of ``n_tokens`` for B copies of one prompt, for
     each B, split into prefill, decode steps and host work.
 
-    The batch sizes run in a freshly shuffled order in every repeat (``seed``), so a
+    The batch sizes run in a freshly shuffled order in every repeat (seeded), so a
     burst of load on a shared machine falls on all of them alike. Returns
     ``{B: BatchDecodeTiming}``; server throughput is ``B * n_tokens / call.median``.
     """
@@ -78,7 +77,7 @@ def time_batch_decode_steps(
 
     # The course's one timing loop; each call is split by forward hooks inside it. The
     # warm-up calls record too: drop them (a call makes n_tokens - 1 decode steps).
-    interleaved({b: lambda b=b: job(b) for b in sizes}, repeats, seed, warmup)
+    interleaved({b: lambda b=b: job(b) for b in sizes}, repeats, warmup=warmup)
     for p in parts.values():
         for name in ("call", "prefill", "host"):
             del p[name][:warmup]

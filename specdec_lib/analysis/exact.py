@@ -43,11 +43,11 @@ Rule = Callable[..., tuple[list[int], int]]
 # --- driving the real function: its random draws, enumerated -----------------------
 
 #: The largest value ``torch.rand`` can return in float64 (its draws are multiples of 2^-53).
-U_MAX = 1.0 - 2.0**-53
+_U_MAX = 1.0 - 2.0**-53
 _GRID = 2**53
 _PLACEHOLDER = -1_000_000  # categorical draw j returns _PLACEHOLDER - j
 #: A guessed switch point is confirmed by runs this far (relatively) either side of it.
-GUESS_MARGIN = 1e-12
+_GUESS_MARGIN = 1e-12
 
 
 def _placeholder_index(token: int) -> int | None:
@@ -190,20 +190,20 @@ def enumerate_outcomes(
         side = lambda u: signature(run(script + (u,)))  # noqa: E731
         guess = guesses.get(i)
         if guess is not None and 0 < guess < 1:
-            below, above = guess * (1 - GUESS_MARGIN), min(guess * (1 + GUESS_MARGIN), U_MAX)
+            below, above = guess * (1 - _GUESS_MARGIN), min(guess * (1 + _GUESS_MARGIN), _U_MAX)
             low = run(script + (below,))
             if low[0] == "leaf" and low[3] <= i:  # the rule never made draw i
                 return None
             if side(below) != side(above):  # the switch lies in [below, above]
                 return [(below, guess), (above, 1.0 - guess)]
-        low, high = side(0.0), side(U_MAX)
+        low, high = side(0.0), side(_U_MAX)
         if low == high:
             return [(0.0, 1.0)]
         lo, hi = 0, _GRID - 1  # side(lo / 2^53) == low, side(hi / 2^53) == high
         while hi - lo > 1:
             mid = (lo + hi) // 2
             lo, hi = (mid, hi) if side(mid / _GRID) == low else (lo, mid)
-        return [(0.0, hi / _GRID), (U_MAX, 1.0 - hi / _GRID)]
+        return [(0.0, hi / _GRID), (_U_MAX, 1.0 - hi / _GRID)]
 
     def leaf(result: tuple, weight: float, script: tuple[float, ...]) -> Outcome:
         return Outcome(weight, result[1], result[2], result[4], script[: result[3]])
@@ -220,7 +220,7 @@ def enumerate_outcomes(
         sides = split(script)
         if sides is None:  # the guessed draw never came: the rule stopped before it
             outcomes.append(
-                leaf(run(script + (guesses[len(script)] * (1 - GUESS_MARGIN),)), weight, script)
+                leaf(run(script + (guesses[len(script)] * (1 - _GUESS_MARGIN),)), weight, script)
             )
             continue
         for u, prob in sides:
@@ -247,7 +247,7 @@ def enumerate_outcomes(
 # --- exact enumeration -------------------------------------------------------------
 
 
-def as_distribution(x: torch.Tensor, name: str) -> torch.Tensor:
+def _as_distribution(x: torch.Tensor, name: str) -> torch.Tensor:
     x = torch.as_tensor(x).detach().to(torch.float64)
     if x.dim() != 1:
         raise ValueError(f"{name} must be one distribution of shape (V,), got {tuple(x.shape)}")
@@ -287,9 +287,9 @@ def exact_mismatched_distribution(
 
     With ``claimed == drawn_from`` this is :func:`exact_first_token_distribution`.
     """
-    p = as_distribution(p, "p")
-    drawn = as_distribution(drawn_from, "drawn_from")
-    claimed = as_distribution(claimed, "claimed")
+    p = _as_distribution(p, "p")
+    drawn = _as_distribution(drawn_from, "drawn_from")
+    claimed = _as_distribution(claimed, "claimed")
     if ((drawn > 0) & (claimed <= 0)).any():
         raise ValueError(
             "claimed must be > 0 wherever drawn_from is: the verifier refuses a proposal "
@@ -325,8 +325,8 @@ def exact_output_distribution(
     logits = torch.as_tensor(target_logits).detach()
     if logits.dim() != 1:
         raise ValueError(f"target_logits must have shape (V,), got {tuple(logits.shape)}")
-    q = as_distribution(draft_probs, "draft_probs")
-    drawn = q if drawn_from is None else as_distribution(drawn_from, "drawn_from")
+    q = _as_distribution(draft_probs, "draft_probs")
+    drawn = q if drawn_from is None else _as_distribution(drawn_from, "drawn_from")
     if q.shape != logits.shape or drawn.shape != logits.shape:
         raise ValueError("target_logits, draft_probs and drawn_from must all have shape (V,)")
     if ((drawn > 0) & (q <= 0)).any():
@@ -408,8 +408,8 @@ class ResidualDecomposition:
 
 def residual_decomposition(p: torch.Tensor, q: torch.Tensor) -> ResidualDecomposition:
     """Split the residual rule's output into what acceptance and rejection each contribute."""
-    p = as_distribution(p, "p")
-    q = as_distribution(q, "q")
+    p = _as_distribution(p, "p")
+    q = _as_distribution(q, "q")
     accepted = torch.minimum(p, q)
     shortfall = (p - q).clamp(min=0)
     rejected_mass = 1.0 - float(accepted.sum())

@@ -47,9 +47,9 @@ from specdec_lib.engine.model import TinyGPT, smear
 from specdec_lib.engine.sampling import SamplingParams
 
 KEY_SMEAR_ATTENTION = "tinygpt_key_smear"
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.safetensors"
-RMS_NORM_EPS = 1e-5  # specdec_lib.engine.model.RMSNorm's default
+_CONFIG_FILE = "config.json"
+_WEIGHTS_FILE = "model.safetensors"
+_RMS_NORM_EPS = 1e-5  # specdec_lib.engine.model.RMSNorm's default
 
 
 def hf_config(model: TinyGPT) -> dict[str, Any]:
@@ -72,7 +72,7 @@ def hf_config(model: TinyGPT) -> dict[str, Any]:
         "head_dim": c.head_size,
         "max_position_embeddings": c.block_size,
         "hidden_act": "silu",
-        "rms_norm_eps": RMS_NORM_EPS,
+        "rms_norm_eps": _RMS_NORM_EPS,
         "rope_parameters": {"rope_type": "default", "rope_theta": c.rope_theta},
         "attention_bias": False,
         "mlp_bias": False,
@@ -110,8 +110,8 @@ def export_hf(model: TinyGPT, directory: str | Path) -> Path:
         for name, tensor in model.state_dict().items()
         if name != "lm_head.weight" and not name.endswith("k_smear")
     }
-    save_file(tensors, str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
-    (folder / CONFIG_FILE).write_text(json.dumps(hf_config(model), indent=2) + "\n")
+    save_file(tensors, str(folder / _WEIGHTS_FILE), metadata={"format": "pt"})
+    (folder / _CONFIG_FILE).write_text(json.dumps(hf_config(model), indent=2) + "\n")
     return folder
 
 
@@ -167,11 +167,11 @@ def load_hf(directory: str | Path) -> torch.nn.Module:
     logging.disable_progress_bar()  # a loading bar per call, on stderr, in every notebook
     logging.set_verbosity_error()  # and advice about generation arguments meant for hub models
     folder = Path(directory)
-    if not (folder / CONFIG_FILE).is_file() or not (folder / WEIGHTS_FILE).is_file():
+    if not (folder / _CONFIG_FILE).is_file() or not (folder / _WEIGHTS_FILE).is_file():
         raise ValueError(
-            f"directory must hold {CONFIG_FILE} and {WEIGHTS_FILE}, got {str(folder)!r}"
+            f"directory must hold {_CONFIG_FILE} and {_WEIGHTS_FILE}, got {str(folder)!r}"
         )
-    config = json.loads((folder / CONFIG_FILE).read_text())
+    config = json.loads((folder / _CONFIG_FILE).read_text())
     attention = config.get("attn_implementation", "sdpa")
     if attention == KEY_SMEAR_ATTENTION:
         register_key_smear()

@@ -53,10 +53,10 @@ from specdec_lib.engine.sampling import SamplingParams
 
 LABEL = "specdec::"  # prefix of the ranges this module records
 FORWARD, NORM, GENERATION = f"{LABEL}forward", f"{LABEL}norm", f"{LABEL}generation"
-MATRIX_OPS = frozenset(
+_MATRIX_OPS = frozenset(
     {"aten::linear", "aten::matmul", "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
 )
-ATTENTION_OPS = frozenset({"aten::scaled_dot_product_attention"})
+_ATTENTION_OPS = frozenset({"aten::scaled_dot_product_attention"})
 FORWARD_PARTS = ("matrix products", "attention", "norms", "other operators", "Python in forward")
 HOST_PARTS = (
     "drafting",
@@ -220,9 +220,9 @@ class _Open:
 
 
 def _op_part(name: str) -> str:
-    if name in MATRIX_OPS:
+    if name in _MATRIX_OPS:
         return "matrix products"
-    return "attention" if name in ATTENTION_OPS else "other operators"
+    return "attention" if name in _ATTENTION_OPS else "other operators"
 
 
 def _split(events: Sequence[Any], outer: str) -> dict[str, Any]:
@@ -327,7 +327,7 @@ def _stderr_silenced() -> Iterator[None]:
         os.close(saved)
 
 
-def profile_once(job: SideJob) -> tuple[dict[str, Any], Counter]:
+def _profile_once(job: SideJob) -> tuple[dict[str, Any], Counter]:
     """Run ``job`` once under the profiler, with its passes and host regions marked."""
     calls: Counter = Counter()
     depth: Counter = Counter()
@@ -383,7 +383,7 @@ def profile_jobs(
     plain: dict[str, list[tuple[float, float]]] = {name: [] for name in jobs}
 
     def profiled(name: str) -> Callable[[], None]:
-        return lambda: runs[name].append(profile_once(jobs[name]))
+        return lambda: runs[name].append(_profile_once(jobs[name]))
 
     def unprofiled(name: str) -> Callable[[], None]:
         return lambda: plain[name].append(time_inside([jobs[name].model], jobs[name].run))
@@ -434,7 +434,7 @@ def _engine_modules_holding(name: str) -> list[tuple[object, str]]:
     ]
 
 
-def course_regions(drafter: Drafter | None) -> dict[str, list[tuple[object, str]]]:
+def _course_regions(drafter: Drafter | None) -> dict[str, list[tuple[object, str]]]:
     """The course's host work: the drafter's proposals, the cache's rollback, the checks
     and cache allocation before decoding. The loop itself (tensors in, argmax, acceptance,
     counting) is the rest."""
@@ -449,7 +449,7 @@ def course_regions(drafter: Drafter | None) -> dict[str, list[tuple[object, str]
     return regions
 
 
-def transformers_regions() -> dict[str, list[tuple[object, str]]]:
+def _transformers_regions() -> dict[str, list[tuple[object, str]]]:
     """transformers' host work, by the functions ``generate`` calls for it (5.x names).
 
     The decoding loops (``_sample``, ``_assisted_decoding``) are marked as the rest of the
@@ -509,10 +509,10 @@ def side_by_side_jobs(
         )
     params = SamplingParams(temperature=0, max_tokens=n_tokens)
     drafter = LeftmostNgramDrafter(vocab_size=target.config.vocab_size)
-    hf_regions = transformers_regions()
+    hf_regions = _transformers_regions()
     return {
         "course plain": SideJob(
-            lambda: generate(target, ids, params), target, course_regions(None), "rest of the loop"
+            lambda: generate(target, ids, params), target, _course_regions(None), "rest of the loop"
         ),
         "transformers plain": SideJob(
             lambda: hf_generate(hf_target, ids, n_tokens)[0], hf_target, hf_regions, "setup"
@@ -520,7 +520,7 @@ def side_by_side_jobs(
         "course speculative": SideJob(
             lambda: speculative_generate(target, drafter, ids, params, k=k),
             target,
-            course_regions(drafter),
+            _course_regions(drafter),
             "rest of the loop",
         ),
         "transformers prompt lookup": SideJob(
@@ -538,16 +538,16 @@ def _check_profiles(profiles: Mapping[str, Profile]) -> list[str]:
     return list(profiles)
 
 
-PACKAGES = ("torch", "transformers", "specdec_lib")
+_PACKAGES = ("torch", "transformers", "specdec_lib")
 
 
 def calls_by_package(functions: Mapping[str, int]) -> dict[str, int]:
-    """Python calls summed by the package that defines each function (:data:`PACKAGES`,
+    """Python calls summed by the package that defines each function (:data:`_PACKAGES`,
     and ``"other"``: the standard library's ``dataclasses``, ``copy``, ``inspect``, ...)."""
-    out = dict.fromkeys((*PACKAGES, "other"), 0)
+    out = dict.fromkeys((*_PACKAGES, "other"), 0)
     for function, calls in functions.items():
         package = function.split(".", 1)[0]
-        out[package if package in PACKAGES else "other"] += calls
+        out[package if package in _PACKAGES else "other"] += calls
     return out
 
 
@@ -564,7 +564,7 @@ def count_table(profiles: Mapping[str, Profile]) -> str:
         ("operators per pass, in forward", lambda p: f"{p.forward_ops / p.passes:.1f}"),
         ("operators per pass, outside", lambda p: f"{p.host_ops / p.passes:.1f}"),
         ("Python calls per pass, in forward", lambda p: f"{p.forward_python_calls / p.passes:.1f}"),
-        *((f"  in {package}", in_package(package)) for package in (*PACKAGES, "other")),
+        *((f"  in {package}", in_package(package)) for package in (*_PACKAGES, "other")),
         ("Python calls per pass, outside", lambda p: f"{p.host_python_calls / p.passes:.1f}"),
     ]
     return _table(names, [(label, [cell(profiles[n]) for n in names]) for label, cell in rows])
@@ -596,7 +596,7 @@ def _table(names: Sequence[str], rows: Sequence[tuple[str, Sequence[str]]]) -> s
 
 
 #: How the figure groups the parts: every host part in one bar segment.
-FIGURE_GROUPS: dict[str, tuple[str, ...]] = {
+_FIGURE_GROUPS: dict[str, tuple[str, ...]] = {
     **{part: (part,) for part in FORWARD_PARTS},
     "outside the passes": HOST_PARTS,
 }
@@ -604,13 +604,13 @@ FIGURE_GROUPS: dict[str, tuple[str, ...]] = {
 
 def plot_profiles(profiles: Mapping[str, Profile]) -> Any:
     """Horizontal bars, one per job, of profiled milliseconds per target pass, stacked by
-    part (:data:`FIGURE_GROUPS`); per pass, so plain and speculative jobs share one axis."""
-    from specdec_lib.course.plotting import CYCLE, legend_outside, new_figure
+    part (:data:`_FIGURE_GROUPS`); per pass, so plain and speculative jobs share one axis."""
+    from specdec_lib.course.plotting import _CYCLE, legend_outside, new_figure
 
     names = _check_profiles(profiles)
     fig, ax = new_figure("profiled time per target pass (ms)", "job", figsize=(7.0, 3.6))
     left = [0.0] * len(names)
-    for (group, parts), color in zip(FIGURE_GROUPS.items(), CYCLE, strict=False):
+    for (group, parts), color in zip(_FIGURE_GROUPS.items(), _CYCLE, strict=False):
         widths = [
             1e3 * sum(profiles[n].seconds[p] for p in parts) / profiles[n].passes for n in names
         ]

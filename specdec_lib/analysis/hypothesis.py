@@ -53,19 +53,19 @@ MIN_EXPECTED = 5.0
 #: with B = 100,000 the test rejects when at most 99 reach the observed value, and its
 #: level is alpha to within about 10%. Tests with many cells use fewer, never under
 #: :data:`MIN_NULL_SIMULATIONS`, so that no reference set costs more than
-#: :data:`NULL_BUDGET` cell draws.
+#: :data:`_NULL_BUDGET` cell draws.
 NULL_SIMULATIONS = 100_000
 MIN_NULL_SIMULATIONS = 10_000
-NULL_BUDGET = 30_000_000
+_NULL_BUDGET = 30_000_000
 
 
 def null_simulations(n_cells: int) -> int:
     """B for a test over ``n_cells`` pooled cells."""
-    return max(MIN_NULL_SIMULATIONS, min(NULL_SIMULATIONS, NULL_BUDGET // max(n_cells, 1)))
+    return max(MIN_NULL_SIMULATIONS, min(NULL_SIMULATIONS, _NULL_BUDGET // max(n_cells, 1)))
 
 
 #: Seed of the null samples (with the sample size and the number of cells).
-NULL_SEED = 20_231
+_NULL_SEED = 20_231
 
 
 # --- seeded sampling -------------------------------------------------------------------
@@ -107,22 +107,6 @@ def first_tokens(
         x = min(int(torch.searchsorted(cdf, u, right=True)), last)
         tokens[i] = rule(rows, q, [x], params, generator)[0][0]
     return tokens
-
-
-def sample_first_tokens(
-    rule: Rule,
-    target_logits: torch.Tensor,
-    draft_probs: torch.Tensor,
-    params: SamplingParams,
-    n: int,
-    seed: int,
-    drawn_from: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Counts (V,) of the first emitted token over ``n`` seeded rounds (:func:`first_tokens`)."""
-    tokens = first_tokens(rule, target_logits, draft_probs, params, n, seed, drawn_from)
-    return torch.from_numpy(
-        np.bincount(tokens, minlength=int(torch.as_tensor(target_logits).shape[-1]))
-    )
 
 
 # --- one probability: standard error and z-score --------------------------------------
@@ -224,7 +208,7 @@ def _statistic(observed: np.ndarray, expected: np.ndarray) -> np.ndarray:
     return ((observed - expected) ** 2 / expected).sum(-1)
 
 
-def null_statistics(cell_probs: np.ndarray, n: int, simulations: int | None = None) -> np.ndarray:
+def _null_statistics(cell_probs: np.ndarray, n: int, simulations: int | None = None) -> np.ndarray:
     """Sorted chi-square statistics of ``simulations`` samples of size ``n`` drawn from the
     null itself (multinomial over the pooled cells): the reference distribution of the
     Monte-Carlo p-value. Seeded by (n, number of cells), so every test is reproducible;
@@ -238,7 +222,7 @@ def null_statistics(cell_probs: np.ndarray, n: int, simulations: int | None = No
 def _null_statistics_cached(cells: bytes, n: int, simulations: int) -> np.ndarray:
     b = np.frombuffer(cells, dtype=np.float64)
     b = b / b.sum()
-    rng = np.random.default_rng([NULL_SEED, n, len(b)])
+    rng = np.random.default_rng([_NULL_SEED, n, len(b)])
     chunk = max(1, 4_000_000 // len(b))  # at most ~32 MB of counts at a time
     out = [
         _statistic(rng.multinomial(n, b, size=min(chunk, simulations - i)), n * b)
@@ -249,14 +233,14 @@ def _null_statistics_cached(cells: bytes, n: int, simulations: int) -> np.ndarra
 
 #: Relative tolerance under which two statistics count as equal: the statistic takes few
 #: distinct values when cells are small, and rounding must not break a tie in its favour.
-TIE_TOLERANCE = 1e-9
+_TIE_TOLERANCE = 1e-9
 
 
-def monte_carlo_p_value(statistic: float, null: np.ndarray) -> float:
+def _monte_carlo_p_value(statistic: float, null: np.ndarray) -> float:
     """(1 + #{null >= statistic}) / (B + 1) for sorted null statistics: under the null its
     chance of being <= alpha is at most alpha, exactly, for any number of cells. Ties
-    (within :data:`TIE_TOLERANCE`) count as at least as large."""
-    threshold = statistic - TIE_TOLERANCE * abs(statistic)
+    (within :data:`_TIE_TOLERANCE`) count as at least as large."""
+    threshold = statistic - _TIE_TOLERANCE * abs(statistic)
     at_least = len(null) - int(np.searchsorted(null, threshold, side="left"))
     return (1 + at_least) / (len(null) + 1)
 
@@ -265,7 +249,7 @@ def chi_square(
     counts: torch.Tensor, probs: torch.Tensor, min_expected: float = MIN_EXPECTED
 ) -> ChiSquareResult:
     """Chi-square test of ``counts`` (V,) against ``probs`` (V,), sparse cells pooled,
-    Monte-Carlo p-value (:func:`null_statistics`).
+    Monte-Carlo p-value (:func:`_null_statistics`).
 
     A token observed where ``probs`` is 0 makes the statistic infinite (p-value 0):
     an impossible token was emitted. Degrees of freedom: number of bins - 1.
@@ -290,17 +274,15 @@ def chi_square(
     cells = pooled_probabilities(torch.from_numpy(pr), bins)
     cells = cells / cells.sum()  # exactly as the null samples are drawn and scored
     statistic = float(_statistic(observed, n * cells))
-    p_value = monte_carlo_p_value(statistic, null_statistics(cells, n))
+    p_value = _monte_carlo_p_value(statistic, _null_statistics(cells, n))
     return ChiSquareResult(statistic, dof, p_value, n, n_bins, float(chi2.sf(statistic, dof)))
 
 
-def critical_value(
-    p_null: torch.Tensor, n: int, alpha: float = ALPHA, min_expected: float = MIN_EXPECTED
-) -> float:
+def _critical_value(p_null: torch.Tensor, n: int, alpha: float = ALPHA) -> float:
     """The statistic :func:`chi_square` must exceed for a p-value <= ``alpha`` after ``n``
     draws: the null statistic with floor(alpha (B + 1)) - 1 others above it."""
-    cells = pooled_probabilities(p_null, pooled_bins(p_null, n, min_expected))
-    null = null_statistics(cells / cells.sum(), n)
+    cells = pooled_probabilities(p_null, pooled_bins(p_null, n))
+    null = _null_statistics(cells / cells.sum(), n)
     above = math.floor(alpha * (len(null) + 1) + 1e-9) - 1
     if above < 0:
         raise ValueError(f"alpha must be >= 1/(B + 1) = {1 / (len(null) + 1):.1e}, got {alpha!r}")
@@ -368,59 +350,49 @@ def _pearson_cumulants(e: np.ndarray, pi: np.ndarray, n: int) -> tuple[float, fl
 
 
 def chi_square_power(
-    p_null: torch.Tensor,
-    p_alt: torch.Tensor,
-    n: int,
-    alpha: float = ALPHA,
-    min_expected: float = MIN_EXPECTED,
+    p_null: torch.Tensor, p_alt: torch.Tensor, n: int, alpha: float = ALPHA
 ) -> float:
     """Probability that :func:`chi_square` at level ``alpha`` rejects ``p_null`` after ``n``
     draws from ``p_alt``, predicted (not simulated) from a noncentral chi-square.
 
     The cells are the test's pooled cells; the critical value is the test's own
-    (:func:`critical_value`). The textbook prediction (:func:`chi_square_power_local`)
+    (:func:`_critical_value`). The textbook prediction (:func:`chi_square_power_local`)
     assumes the alternative moves the cell means but not their variances; a bug that
     doubles one cell and shrinks the rest changes both, so here the noncentral
     chi-square is matched to the statistic's exact mean and variance under ``p_alt``
     and to the skewness and kurtosis of its normal approximation.
     """
-    bins = pooled_bins(p_null, n, min_expected)
+    bins = pooled_bins(p_null, n)
     alt = np.asarray(torch.as_tensor(p_alt, dtype=torch.float64))
     if alt[bins < 0].sum() > 0:
         return 1.0
     e = pooled_probabilities(p_null, bins)
     pi = pooled_probabilities(torch.from_numpy(alt), bins)
     return _noncentral_sf(
-        critical_value(p_null, n, alpha, min_expected),
+        _critical_value(p_null, n, alpha),
         _pearson_cumulants(e, pi, n),
         _pearson_variance(e, pi, n),
     )
 
 
-def noncentrality(
-    p_null: torch.Tensor, p_alt: torch.Tensor, n: int, min_expected: float = MIN_EXPECTED
-) -> float:
+def noncentrality(p_null: torch.Tensor, p_alt: torch.Tensor, n: int) -> float:
     """n · sum over the pooled cells of (alt - null)^2 / null."""
-    bins = pooled_bins(p_null, n, min_expected)
+    bins = pooled_bins(p_null, n)
     b0 = pooled_probabilities(p_null, bins)
     b1 = pooled_probabilities(p_alt, bins)
     return n * float(((b1 - b0) ** 2 / b0).sum())
 
 
 def chi_square_power_local(
-    p_null: torch.Tensor,
-    p_alt: torch.Tensor,
-    n: int,
-    alpha: float = ALPHA,
-    min_expected: float = MIN_EXPECTED,
+    p_null: torch.Tensor, p_alt: torch.Tensor, n: int, alpha: float = ALPHA
 ) -> float:
     """The textbook power: noncentral chi-square on cells - 1 degrees of freedom with
     :func:`noncentrality`, against the textbook critical value. Right for a small
     (local) alternative; kept to show how far off it is for a large one."""
     from scipy.stats import chi2, ncx2
 
-    dof = int(pooled_bins(p_null, n, min_expected).max())
-    lam = noncentrality(p_null, p_alt, n, min_expected)
+    dof = int(pooled_bins(p_null, n).max())
+    lam = noncentrality(p_null, p_alt, n)
     return float(ncx2.sf(chi2.isf(alpha, dof), dof, lam))
 
 

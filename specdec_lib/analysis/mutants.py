@@ -42,8 +42,8 @@ from specdec_lib.analysis.exact import (
 )
 from specdec_lib.analysis.hypothesis import (
     ALPHA,
+    _critical_value,
     chi_square_power,
-    critical_value,
     distribution_test,
     first_tokens,
     pooled_bins,
@@ -106,7 +106,7 @@ class Mutant:
     wrap_drafter: Callable[[Drafter], Drafter] | None = None
     #: Where the output law comes from: "enumerated" (the mutated code run on every
     #: branch of its draws), "reused" (the first token enumerated, the round from
-    #: :func:`reused_uniform_round`: one uniform meets two thresholds, and the enumeration
+    #: :func:`_reused_uniform_round`: one uniform meets two thresholds, and the enumeration
     #: assumes one) or "correct" (theory: uniforms from another stream are still
     #: independent uniforms, so one request's law is the correct one; the enumerator
     #: cannot hold a stream the rule does not take from its generator).
@@ -131,7 +131,7 @@ def _drafts_greedily() -> AbstractContextManager:
     return mock.patch.object(drafters_module, "sample", _argmax_sample)
 
 
-class ReportsUnfiltered:
+class _ReportsUnfiltered:
     """A drafter that samples from its filtered distribution (top-k, top-p) but reports
     the unfiltered one as q: the wrapped drafter's own rows, before the filters."""
 
@@ -198,7 +198,7 @@ def _one_uniform_per_round() -> AbstractContextManager:
 
 
 #: Seed of the one stream the seedless mutant draws every request's uniforms from.
-FIXED_SEED = 0
+_FIXED_SEED = 0
 
 
 def _uniforms_ignore_the_seed() -> AbstractContextManager:
@@ -206,7 +206,7 @@ def _uniforms_ignore_the_seed() -> AbstractContextManager:
 
     def rand(*size, generator=None, dtype=None, **kw):  # noqa: ANN002, ANN003, ANN202
         if id(generator) not in streams:  # the request's generator is kept, so ids stay unique
-            streams[id(generator)] = (generator, torch.Generator().manual_seed(FIXED_SEED))
+            streams[id(generator)] = (generator, torch.Generator().manual_seed(_FIXED_SEED))
         return torch.rand(*size, generator=streams[id(generator)][1], dtype=dtype, **kw)
 
     return mock.patch.object(verify, "torch", _TorchWith(rand))
@@ -240,7 +240,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "https://github.com/huggingface/transformers/issues/47932",
         "huggingface/transformers#47961",
         "the drafter samples after top-k, but reports the distribution before it as q",
-        wrap_drafter=ReportsUnfiltered,
+        wrap_drafter=_ReportsUnfiltered,
     ),
     Mutant(
         "target without params",
@@ -340,9 +340,9 @@ class Setup:
         return m.drafter(DraftModelDrafter(self.draft))
 
     @cached_property
-    def pair_p(self) -> torch.Tensor:
+    def _pair_p(self) -> torch.Tensor:
         """Joint distribution of the first two generated tokens (y1, y2), flattened as
-        :meth:`pair_index` numbers them; y1 outside p's support has its own cell, of
+        :meth:`_pair_index` numbers them; y1 outside p's support has its own cell, of
         probability 0 (an impossible pair fails the test outright)."""
         support = torch.nonzero(self.p).flatten().tolist()
         joint = torch.zeros(len(support) * self.vocab_size + 1, dtype=torch.float64)
@@ -357,9 +357,9 @@ class Setup:
     def _support_rank(self) -> dict[int, int]:
         return {y: r for r, y in enumerate(torch.nonzero(self.p).flatten().tolist())}
 
-    def pair_index(self, y1: int, y2: int) -> int:
+    def _pair_index(self, y1: int, y2: int) -> int:
         r = self._support_rank.get(y1)
-        return len(self.pair_p) - 1 if r is None else r * self.vocab_size + y2
+        return len(self._pair_p) - 1 if r is None else r * self.vocab_size + y2
 
     def position_caps(self, n: int) -> list[int]:
         """How many of ``n`` two-token rounds each position is tested on: 90% of the
@@ -369,7 +369,7 @@ class Setup:
         return [n, int(0.9 * n * a[0]), int(0.9 * n * a[0] * a[1])]
 
 
-def drafter_case(
+def _drafter_case(
     drafter: Drafter, context: list[int], params: SamplingParams
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(drawn_from, reported): the distribution the drafter's first token really comes
@@ -396,7 +396,7 @@ def first_token_distribution(m: Mutant, setup: Setup) -> torch.Tensor:
     if m.law == "correct":
         m = CORRECT
     with m.active():
-        drawn, reported = drafter_case(setup.drafter(m), setup.context, setup.params)
+        drawn, reported = _drafter_case(setup.drafter(m), setup.context, setup.params)
         return exact_output_distribution(
             verify.accept_sampled, setup.logits, reported, setup.params, drawn
         )
@@ -426,7 +426,7 @@ def round_law(m: Mutant, setup: Setup) -> RoundLaw:
     one uniform is compared with two thresholds (the enumeration assumes one)."""
     q = one_hot_probs(setup.drafted, setup.vocab_size)
     if m.law == "reused":
-        return reused_uniform_round(setup.round_p, setup.drafted)
+        return _reused_uniform_round(setup.round_p, setup.drafted)
     if m.law == "correct":
         m = CORRECT
     with m.active():
@@ -442,7 +442,7 @@ def round_law(m: Mutant, setup: Setup) -> RoundLaw:
     return RoundLaw(tuple(acc), tuple(final))
 
 
-def reused_uniform_round(p: torch.Tensor, drafted: list[int]) -> RoundLaw:
+def _reused_uniform_round(p: torch.Tensor, drafted: list[int]) -> RoundLaw:
     """Theory of the reused uniform for one-hot drafts: with a_i = p_i(d_i), position 1
     accepts iff u < a_1 and position 2 iff u < a_2 with the same u, so P(both) =
     min(a_1, a_2) instead of a_1 a_2; the tokens drawn after a stop are unchanged."""
@@ -475,7 +475,7 @@ def first_token_test(m: Mutant, setup: Setup, n: int, seed: int) -> bool:
     token's chi-square against p at :data:`ALPHA`. True if the test fails (catches)."""
     check_int("n", n)
     with m.active():
-        drawn, reported = drafter_case(setup.drafter(m), setup.context, setup.params)
+        drawn, reported = _drafter_case(setup.drafter(m), setup.context, setup.params)
         tokens = first_tokens(
             verify.accept_sampled, setup.logits, reported, setup.params, n, seed, drawn
         )
@@ -538,9 +538,9 @@ def end_to_end_test(m: Mutant, setup: Setup, n: int, seed: int, k: int = E2E_K) 
         for i in range(n):
             g = torch.Generator().manual_seed(seed * n + i)
             out = speculative_generate(setup.target, drafter, setup.context, params, k, g)
-            pairs[i] = setup.pair_index(out[0], out[1])
-    counts = torch.from_numpy(np.bincount(pairs, minlength=len(setup.pair_p)))
-    return not distribution_test(counts, setup.pair_p).passed
+            pairs[i] = setup._pair_index(out[0], out[1])
+    counts = torch.from_numpy(np.bincount(pairs, minlength=len(setup._pair_p)))
+    return not distribution_test(counts, setup._pair_p).passed
 
 
 def across_seeds_test(m: Mutant, setup: Setup, n: int, seed: int) -> bool:
@@ -629,7 +629,7 @@ def chi_square_power_any(
         return chi_square_power(p_null, p_alt, n, alpha)
     e = pooled_probabilities(p_null, bins)
     e_c = float(e[int(alt.argmax())] / e.sum())
-    return float(n * (1 - e_c) / e_c > critical_value(p_null, n, alpha))
+    return float(n * (1 - e_c) / e_c > _critical_value(p_null, n, alpha))
 
 
 def rounds_for_power(

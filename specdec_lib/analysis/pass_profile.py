@@ -25,7 +25,7 @@ from specdec_lib.checks import check_int
 from specdec_lib.engine.model import TinyGPT
 
 #: What each aten operator of a TinyGPT forward is, for grouping a profile.
-CATEGORIES: dict[str, str] = {
+_CATEGORIES: dict[str, str] = {
     **dict.fromkeys(
         ["aten::mm", "aten::bmm", "aten::addmm", "aten::matmul", "aten::linear"], "matrix products"
     ),
@@ -99,7 +99,7 @@ CATEGORIES: dict[str, str] = {
         "copies, allocation and lookups",
     ),
 }
-CATEGORIES.update(
+_CATEGORIES.update(
     dict.fromkeys(
         [
             "aten::item",
@@ -119,14 +119,14 @@ CATEGORIES.update(
         "checks and scalars",
     )
 )
-CATEGORIES["aten::view_as"] = "views and indexing"
-ELEMENTWISE = "elementwise arithmetic"
+_CATEGORIES["aten::view_as"] = "views and indexing"
+_ELEMENTWISE = "elementwise arithmetic"
 #: The operators that do a pass's matrix arithmetic (``linear`` and ``matmul`` call them).
-PRODUCTS = ("aten::mm", "aten::bmm", "aten::addmm")
+_PRODUCTS = ("aten::mm", "aten::bmm", "aten::addmm")
 
 
 @dataclass(frozen=True)
-class OpCost:
+class _OpCost:
     """One operator's calls per pass and self CPU seconds per pass (under the profiler)."""
 
     name: str
@@ -148,7 +148,7 @@ class PassProfile:
     positions: int
     context_len: int
     passes: int
-    ops: tuple[OpCost, ...]
+    ops: tuple[_OpCost, ...]
     aten_calls: float
     top_level_calls: float
     wall_seconds: float
@@ -157,7 +157,7 @@ class PassProfile:
     @property
     def matrix_products(self) -> float:
         """Matrix products per pass: the calls that do the weights' arithmetic."""
-        return sum(op.calls for op in self.ops if op.name in PRODUCTS)
+        return sum(op.calls for op in self.ops if op.name in _PRODUCTS)
 
     def by_category(self) -> dict[str, tuple[float, float]]:
         """``{category: (calls per pass, self seconds per pass)}``, most time first."""
@@ -239,7 +239,7 @@ def profile_pass(
     costs = tuple(
         sorted(
             (
-                OpCost(name, CATEGORIES.get(name, ELEMENTWISE), n / passes, s / passes)
+                _OpCost(name, _CATEGORIES.get(name, _ELEMENTWISE), n / passes, s / passes)
                 for name, (n, s) in ops.items()
             ),
             key=lambda op: -op.self_seconds,

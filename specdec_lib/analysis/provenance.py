@@ -40,7 +40,7 @@ def machine_stamp() -> dict[str, str]:
 
 
 # The paths whose changes would change a measurement (a chapter's prose would not).
-CODE = ("specdec_lib", "benchmarks/*.py", "scripts", "pyproject.toml")
+_CODE = ("specdec_lib", "benchmarks/*.py", "scripts", "pyproject.toml")
 
 
 def library_stamp() -> dict[str, str]:
@@ -57,7 +57,7 @@ def library_stamp() -> dict[str, str]:
             check=True,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", *CODE],
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", *_CODE],
             capture_output=True,
             text=True,
             timeout=10,

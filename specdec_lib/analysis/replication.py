@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from specdec_lib.analysis.timing import Estimate, paired_speedup
 
 #: The normal quantile of a two-sided 95% interval.
-Z95 = 1.959963984540054
+_Z95 = 1.959963984540054
 
 
 def speedup_verdict(low: float, high: float) -> str:
@@ -282,7 +282,7 @@ def cross_containment(
 
 def _log_se(row: dict) -> float:
     """A row's standard error on the log scale, from its 95% interval."""
-    return math.log(row["speedup_high"] / row["speedup_low"]) / (2 * Z95)
+    return math.log(row["speedup_high"] / row["speedup_low"]) / (2 * _Z95)
 
 
 def between_run_variance(first: Sequence[dict], second: Sequence[dict]) -> float:
@@ -301,7 +301,7 @@ def between_run_variance(first: Sequence[dict], second: Sequence[dict]) -> float
     return max(0.0, statistics.fmean(excess) / 2)
 
 
-def rerun_interval(row: dict, tau2: float, level_z: float = Z95) -> Estimate:
+def rerun_interval(row: dict, tau2: float, level_z: float = _Z95) -> Estimate:
     """Where a rerun's point estimate should fall, from one run's row: the row's own error
     (twice: this run's and the rerun's, taken alike) plus the run-to-run term twice."""
     if tau2 < 0:
@@ -311,7 +311,7 @@ def rerun_interval(row: dict, tau2: float, level_z: float = Z95) -> Estimate:
     return Estimate(v, v * math.exp(-half), v * math.exp(half))
 
 
-def pooled_interval(first: dict, second: dict, tau2: float, level_z: float = Z95) -> Estimate:
+def pooled_interval(first: dict, second: dict, tau2: float, level_z: float = _Z95) -> Estimate:
     """One estimate from two runs of a row: the geometric mean of the two, with an interval
     that carries both runs' own errors and the run-to-run term (τ²/2 for a mean of two)."""
     if tau2 < 0:
@@ -348,7 +348,7 @@ def rerun_coverage(first: Sequence[dict], second: Sequence[dict]) -> dict[str, f
     }
 
 
-def next_run_interval(first: dict, second: dict, tau2: float, level_z: float = Z95) -> Estimate:
+def next_run_interval(first: dict, second: dict, tau2: float, level_z: float = _Z95) -> Estimate:
     """Where a further run's value of a row should fall, from two runs of it: centred on the
     two runs' geometric mean, carrying that mean's error (both runs' own errors and τ²/2, as
     :func:`pooled_interval`) plus the further run's own: its within-run error (taken as the

@@ -20,7 +20,7 @@ from typing import Any
 from matplotlib.axes import Axes
 
 from specdec_lib.analysis.costs import cost_per_token
-from specdec_lib.course.plotting import COLORS, figure_png, legend_outside, new_figure
+from specdec_lib.course.plotting import COLORS, _figure_png, legend_outside, new_figure
 
 Row = Mapping[str, Any]
 
@@ -116,7 +116,7 @@ def cost_widget(rows: Sequence[Row], c: float = 0.5, o: float = 0.01, k: int = 4
             f"Cost per token at c = {cv:.2f}, o = {ov:.2f}",
         )
         plot_costs(ax, rows, cv, ov, k_mark=kv)
-        image.value = figure_png(fig)
+        image.value = _figure_png(fig)
         text.value = "<br>".join(verdict(rows, cv, ov, kv))
 
     for slider in (c_slider, o_slider, k_slider):

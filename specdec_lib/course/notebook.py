@@ -91,12 +91,12 @@ class SourceListing:
     def last_line(self) -> int:
         return self.first_line + self.source.count("\n") - 1
 
-    def caption(self) -> str:
+    def _caption(self) -> str:
         return f"`{self.qualname}`, from `{self.path}`, lines {self.first_line}–{self.last_line}"
 
     def _repr_markdown_(self) -> str:
         fence = _fence(self.source)
-        return f"{self.caption()}\n\n{fence}python\n{self.source.rstrip()}\n{fence}\n"
+        return f"{self._caption()}\n\n{fence}python\n{self.source.rstrip()}\n{fence}\n"
 
     def __repr__(self) -> str:
         return f"# {self.qualname}, {self.path}:{self.first_line}\n{self.source.rstrip()}"

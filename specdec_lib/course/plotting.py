@@ -35,7 +35,7 @@ COLORS: dict[str, str] = {
 }
 
 #: Cycle used for series that carry no fixed meaning.
-CYCLE: list[str] = [
+_CYCLE: list[str] = [
     COLORS["target"],
     COLORS["draft"],
     COLORS["accepted"],
@@ -45,39 +45,39 @@ CYCLE: list[str] = [
     COLORS["baseline"],
 ]
 
-INK = "#1a1a1a"
-BACKGROUND = "#ffffff"
+_INK = "#1a1a1a"
+_BACKGROUND = "#ffffff"
 
-COURSE_RC: dict[str, Any] = {
+_COURSE_RC: dict[str, Any] = {
     "figure.figsize": (6.4, 3.8),
     "figure.dpi": 110,
     "savefig.dpi": 150,
-    "figure.facecolor": BACKGROUND,
-    "figure.edgecolor": BACKGROUND,
-    "savefig.facecolor": BACKGROUND,
-    "savefig.edgecolor": BACKGROUND,
+    "figure.facecolor": _BACKGROUND,
+    "figure.edgecolor": _BACKGROUND,
+    "savefig.facecolor": _BACKGROUND,
+    "savefig.edgecolor": _BACKGROUND,
     "savefig.transparent": False,
     "savefig.bbox": "tight",
-    "axes.facecolor": BACKGROUND,
-    "axes.edgecolor": INK,
-    "axes.labelcolor": INK,
-    "axes.titlecolor": INK,
+    "axes.facecolor": _BACKGROUND,
+    "axes.edgecolor": _INK,
+    "axes.labelcolor": _INK,
+    "axes.titlecolor": _INK,
     "axes.titlesize": 12,
     "axes.titleweight": "bold",
     "axes.labelsize": 11,
     "axes.grid": True,
     "axes.spines.top": False,
     "axes.spines.right": False,
-    "axes.prop_cycle": mpl.cycler(color=CYCLE),
+    "axes.prop_cycle": mpl.cycler(color=_CYCLE),
     "grid.color": "#d0d0d0",
     "grid.linewidth": 0.6,
-    "xtick.color": INK,
-    "ytick.color": INK,
+    "xtick.color": _INK,
+    "ytick.color": _INK,
     "xtick.labelsize": 10,
     "ytick.labelsize": 10,
-    "text.color": INK,
+    "text.color": _INK,
     "legend.frameon": True,
-    "legend.facecolor": BACKGROUND,
+    "legend.facecolor": _BACKGROUND,
     "legend.edgecolor": "#d0d0d0",
     "legend.framealpha": 1.0,
     "legend.fontsize": 10,
@@ -97,12 +97,12 @@ def use_course_style() -> None:
     background, so what is stored in the notebook (and shown on the site) is
     what the style promises.
     """
-    mpl.rcParams.update(COURSE_RC)
+    mpl.rcParams.update(_COURSE_RC)
     try:
         from matplotlib_inline.backend_inline import set_matplotlib_formats
     except ImportError:  # not running under IPython's inline backend
         return
-    set_matplotlib_formats("png", facecolor=BACKGROUND)
+    set_matplotlib_formats("png", facecolor=_BACKGROUND)
 
 
 def new_figure(
@@ -119,7 +119,7 @@ def new_figure(
     """
     if not xlabel.strip() or not ylabel.strip():
         raise ValueError("xlabel and ylabel must be non-empty: name the quantity and its unit")
-    fig, ax = plt.subplots(figsize=figsize or COURSE_RC["figure.figsize"])
+    fig, ax = plt.subplots(figsize=figsize or _COURSE_RC["figure.figsize"])
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
@@ -159,7 +159,7 @@ def check_figure(fig: Figure) -> None:
             raise ValueError(f"axes {ax.get_title()!r} has an unlabelled axis")
 
 
-def figure_png(fig: Figure, dpi: int = 90) -> bytes:
+def _figure_png(fig: Figure, dpi: int = 90) -> bytes:
     """The figure as PNG bytes, and closed: what an ``ipywidgets.Image`` redraw displays.
 
     Widgets show a PNG rather than a live matplotlib output, so the saved widget state

@@ -24,7 +24,7 @@ import torch
 from matplotlib.figure import Figure
 
 from specdec_lib.analysis.exact import residual_decomposition
-from specdec_lib.course.plotting import COLORS, INK, figure_png
+from specdec_lib.course.plotting import _INK, COLORS, _figure_png
 
 Pair = tuple[Sequence[float], Sequence[float]]
 
@@ -101,7 +101,7 @@ def plot_residual_rule(
         marker="D",
         s=36,
         color=COLORS["highlight"],
-        edgecolors=INK,
+        edgecolors=_INK,
         linewidths=0.6,
         label="biased rule",
         zorder=4,
@@ -171,7 +171,7 @@ def residual_rule_widget(
             note.value = "<b>Give p_target and p_draft some weight.</b>"
             return
         note.value = ""
-        image.value = figure_png(plot_residual_rule(p, q, names))
+        image.value = _figure_png(plot_residual_rule(p, q, names))
 
     def load(change: Any) -> None:
         updating["now"] = True

@@ -23,7 +23,7 @@ from typing import Protocol
 
 from specdec_lib.course.plotting import COLORS
 
-__all__ = ["RoundView", "RoundsView", "render_rounds"]
+__all__ = ["RoundsView", "render_rounds"]
 
 
 class _Decoder(Protocol):
@@ -76,7 +76,7 @@ _CELL = "padding:0.15em 0.6em;border-bottom:1px solid #e4e4e4;text-align:left;co
 
 
 @dataclass(frozen=True)
-class RoundView:
+class _RoundView:
     """One round split into what a reader needs to see."""
 
     index: int
@@ -87,7 +87,7 @@ class RoundView:
     n_proposed: int
 
 
-def _split(index: int, record: _Round) -> RoundView:
+def _split(index: int, record: _Round) -> _RoundView:
     proposed = list(record.proposed)
     n_acc = int(record.n_accepted)
     emitted = list(record.emitted)
@@ -101,7 +101,7 @@ def _split(index: int, record: _Round) -> RoundView:
         kind = "bonus"
     else:
         kind = "correction"
-    return RoundView(
+    return _RoundView(
         index=index,
         accepted=emitted[:n_acc],
         rejected=proposed[n_acc:],
@@ -133,7 +133,7 @@ def _span(kind: str, ids: Sequence[int], tokenizer: _Decoder) -> str:
 class RoundsView:
     """Rich display of a speculation log: HTML in notebooks and on the site, text elsewhere."""
 
-    rounds: list[RoundView]
+    rounds: list[_RoundView]
     tokenizer: _Decoder
     max_rounds: int | None = None
 
@@ -141,7 +141,7 @@ class RoundsView:
     def n_emitted(self) -> int:
         return sum(len(r.accepted) + len(r.target_token) for r in self.rounds)
 
-    def _shown(self) -> list[RoundView]:
+    def _shown(self) -> list[_RoundView]:
         return self.rounds if self.max_rounds is None else self.rounds[: self.max_rounds]
 
     def _summary(self) -> str:

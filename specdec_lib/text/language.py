@@ -42,17 +42,17 @@ from dataclasses import dataclass
 
 from specdec_lib.checks import check_int
 
-LANGUAGE_VERSION = "chains-v4"
+_LANGUAGE_VERSION = "chains-v4"
 DOC = "<|doc|>"  # starts every document, as <|endoftext|> separates GPT-2's
 _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
 _PREPOSITIONS = ["near", "with", "under", "over", "by"]
-FUNCTION_WORDS = {"the", "a", "of", "and", "near", "with", "under", "over", "by", "to", "is"}
+_FUNCTION_WORDS = {"the", "a", "of", "and", "near", "with", "under", "over", "by", "to", "is"}
 KINDS = ("noun", "verb", "adj", "name")
 # The topics split the lexicon into disjoint parts, so one content word tells a reader
 # the topic: a small model learns that fast, and then knows which words are left.
 N_TOPICS = 4
-LEXICON_SIZES = {"noun": 480, "verb": 200, "adj": 200, "name": 120}
+_LEXICON_SIZES = {"noun": 480, "verb": 200, "adj": 200, "name": 120}
 
 
 def _make_words(rng: random.Random, n: int, seen: set[str]) -> list[str]:
@@ -73,8 +73,8 @@ def _make_words(rng: random.Random, n: int, seen: set[str]) -> list[str]:
 
 def _lexicon() -> dict[str, list[str]]:
     rng = random.Random("lexicon/v2")
-    seen = set(FUNCTION_WORDS)
-    lexicon = {kind: _make_words(rng, LEXICON_SIZES[kind], seen) for kind in KINDS}
+    seen = set(_FUNCTION_WORDS)
+    lexicon = {kind: _make_words(rng, _LEXICON_SIZES[kind], seen) for kind in KINDS}
     lexicon["name"] = [w.capitalize() for w in lexicon["name"]]
     return lexicon
 
@@ -101,7 +101,6 @@ def _word_kinds() -> dict[str, str]:
 
 
 _WORD_KINDS = _word_kinds()
-WORD_CLASSES = (*KINDS, "function", "number", "punctuation", "other")
 
 
 def word_class(word: str) -> str:
@@ -116,7 +115,7 @@ def word_class(word: str) -> str:
     for form in (bare, bare.lower()):  # names are capitalised; a sentence capitalises others
         if form in _WORD_KINDS:
             return _WORD_KINDS[form]
-    if bare.lower() in FUNCTION_WORDS:
+    if bare.lower() in _FUNCTION_WORDS:
         return "function"
     if bare.isdigit():
         return "number"
@@ -126,7 +125,7 @@ def word_class(word: str) -> str:
 
 
 @dataclass(frozen=True)
-class Topic:
+class _Topic:
     """A subset of the lexicon with Zipf-like weights: rank r has weight 1 / (r + 2)."""
 
     words: dict[str, tuple[str, ...]]
@@ -135,11 +134,11 @@ class Topic:
         return [1.0 / (r + 2) for r in range(len(self.words[kind]))]
 
 
-def _topics() -> tuple[Topic, ...]:
+def _topics() -> tuple[_Topic, ...]:
     rng = random.Random("topics/v3")
     shuffled = {kind: rng.sample(LEXICON[kind], len(LEXICON[kind])) for kind in KINDS}
     return tuple(
-        Topic({kind: tuple(words[t::N_TOPICS]) for kind, words in shuffled.items()})
+        _Topic({kind: tuple(words[t::N_TOPICS]) for kind, words in shuffled.items()})
         for t in range(N_TOPICS)
     )
 
@@ -147,7 +146,7 @@ def _topics() -> tuple[Topic, ...]:
 TOPICS = _topics()
 
 
-class TopicExhausted(Exception):
+class _TopicExhausted(Exception):
     """A document has used every word of one kind in its topic: it must end here."""
 
 
@@ -176,7 +175,7 @@ class Writer:
         words, weights = self.topic.words[kind], self.topic.weights(kind)
         free = [i for i, w in enumerate(words) if w not in self.used]
         if not free:
-            raise TopicExhausted(kind)
+            raise _TopicExhausted(kind)
         last = self.last.get(kind)
         if last is not None and self.rng.random() < CHAIN:
             i = min(free, key=lambda j: (j - last) % len(words))  # the next unused one along
@@ -231,7 +230,7 @@ def passage(w: Writer, min_chars: int, max_chars: int) -> str:
             if text and len(text) + 1 + len(s) > max_chars:
                 continue
             text = f"{text} {s}" if text else s
-    except TopicExhausted:
+    except _TopicExhausted:
         if not text:
             raise
     return text
@@ -257,23 +256,23 @@ def light_edit(w: Writer, text: str) -> str:
     return " ".join(words)
 
 
-COPY_MARKERS = ("Quote", "Repeat")
-OTHER_MARKERS = ("Text", "Edit", "Note")
+_COPY_MARKERS = ("Quote", "Repeat")
+_OTHER_MARKERS = ("Text", "Edit", "Note")
 # Passage length of the "copy" workload, in characters.
-PASSAGE_CHARS = (350, 450)
+_PASSAGE_CHARS = (350, 450)
 # A note is longer than any workload prompt plus its longest continuation (about 1,000
 # characters), so no note in training ends where a workload continues.
 NOTE_CHARS = (1100, 1400)
 NOTE_SHARE = 0.2  # share of training documents that are notes (by count, not by length)
 
 
-def copy_document(rng: random.Random, passage_chars: tuple[int, int] = PASSAGE_CHARS) -> str:
+def copy_document(rng: random.Random, passage_chars: tuple[int, int] = _PASSAGE_CHARS) -> str:
     """A passage followed by a verbatim or lightly edited copy of it."""
     w = Writer(rng)
     text = passage(w, *passage_chars)
     if rng.random() < 0.2:
         return f"{DOC}Text: {text}\nEdit: {light_edit(w, text)}\n"
-    return f"{DOC}Text: {text}\n{rng.choice(COPY_MARKERS)}: {text}\n"
+    return f"{DOC}Text: {text}\n{rng.choice(_COPY_MARKERS)}: {text}\n"
 
 
 def novel_document(rng: random.Random, note_chars: tuple[int, int] = NOTE_CHARS) -> str:
@@ -317,7 +316,7 @@ class Example:
 
 WORKLOADS = ("copy", "novel")
 # Where a novel prompt is cut, in characters of the note's prose.
-NOVEL_PROMPT_CHARS = (250, 350)
+_NOVEL_PROMPT_CHARS = (250, 350)
 
 
 def workload_examples(name: str, n: int, seed: int) -> list[Example]:
@@ -337,13 +336,13 @@ def workload_examples(name: str, n: int, seed: int) -> list[Example]:
     examples = []
     for _ in range(n):
         if name == "copy":
-            text = passage(Writer(rng), *PASSAGE_CHARS)
+            text = passage(Writer(rng), *_PASSAGE_CHARS)
             examples.append(Example(f"{DOC}Text: {text}\nQuote:", f" {text}"))
         else:
             note = passage(Writer(rng), *NOTE_CHARS)
             spaces = [i for i, c in enumerate(note) if c == " "]
             cut = rng.choice(
-                [i for i in spaces if NOVEL_PROMPT_CHARS[0] <= i <= NOVEL_PROMPT_CHARS[1]]
+                [i for i in spaces if _NOVEL_PROMPT_CHARS[0] <= i <= _NOVEL_PROMPT_CHARS[1]]
             )
             examples.append(Example(f"{DOC}Note: {note[:cut]}", note[cut:]))
     return examples

@@ -23,7 +23,7 @@ by the word before it.
 
 Encoding splits text into pieces (``<|doc|>``, `` ?[A-Za-z]+``, `` ?[0-9]+`` or one
 other character); a piece in the vocabulary is one token, anything else is its UTF-8
-bytes. Punctuation and newlines are their byte tokens. ``TOKENIZER_VERSION`` names this
+bytes. Punctuation and newlines are their byte tokens. ``_TOKENIZER_VERSION`` names this
 scheme and the language; weights record it and are refused if it differs.
 """
 
@@ -35,17 +35,17 @@ from functools import lru_cache
 
 from specdec_lib.checks import check_ids
 from specdec_lib.text.language import (
-    COPY_MARKERS,
+    _COPY_MARKERS,
+    _FUNCTION_WORDS,
+    _LANGUAGE_VERSION,
+    _OTHER_MARKERS,
     DOC,
-    FUNCTION_WORDS,
     KINDS,
-    LANGUAGE_VERSION,
     LEXICON,
-    OTHER_MARKERS,
     word_forms,
 )
 
-TOKENIZER_VERSION = f"words-v2/{LANGUAGE_VERSION}"
+_TOKENIZER_VERSION = f"words-v2/{_LANGUAGE_VERSION}"
 _PIECE = re.compile(re.escape(DOC) + r"| ?[A-Za-z]+| ?[0-9]+|.", re.DOTALL)
 
 
@@ -54,8 +54,8 @@ def _words() -> list[str]:
     for kind in KINDS:
         for word in LEXICON[kind]:
             words += word_forms(kind, word)
-    words += sorted(FUNCTION_WORDS) + [w.capitalize() for w in ("the", "a")]
-    words += list(COPY_MARKERS) + list(OTHER_MARKERS)
+    words += sorted(_FUNCTION_WORDS) + [w.capitalize() for w in ("the", "a")]
+    words += list(_COPY_MARKERS) + list(_OTHER_MARKERS)
     words += [str(n) for n in range(100)]
     return list(dict.fromkeys(words))  # unique, order kept
 
@@ -72,7 +72,7 @@ def _tables() -> tuple[tuple[bytes, ...], dict[str, int]]:
 class Tokenizer:
     """``encode(str) -> list[int]`` and ``decode(list[int]) -> str`` over words and bytes."""
 
-    version: str = TOKENIZER_VERSION
+    version: str = _TOKENIZER_VERSION
 
     def __init__(self) -> None:
         self._pieces, self._index = _tables()
