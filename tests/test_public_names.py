@@ -45,7 +45,6 @@ PENDING_ENGINE_CHANGE: set[str] = {
     "checks.py:check_draft_probs",
     "checks.py:check_k",
     "checks.py:check_prompt",
-    "checks.py:check_proposal",
     "checks.py:check_target_logits",
     "engine/drafters.py:LibraryDrafter",
     "engine/generate.py:PAD",

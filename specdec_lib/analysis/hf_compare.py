@@ -42,7 +42,13 @@ import numpy as np
 import torch
 
 from specdec_lib.checks import check_ids, check_int, check_real
-from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter, Proposal, one_hot_probs
+from specdec_lib.engine.drafters import (
+    DraftModelDrafter,
+    LibraryDrafter,
+    NgramDrafter,
+    Proposal,
+    one_hot_probs,
+)
 from specdec_lib.engine.model import TinyGPT, smear
 from specdec_lib.engine.sampling import SamplingParams
 
@@ -321,7 +327,7 @@ class LeftmostNgramDrafter(NgramDrafter):
         return None
 
 
-class ConfidenceStopDrafter:
+class ConfidenceStopDrafter(LibraryDrafter):
     """A draft model that stops drafting after its first token with probability < threshold.
 
     transformers' assistant does this by default (``assistant_confidence_threshold`` 0.4,
@@ -336,29 +342,23 @@ class ConfidenceStopDrafter:
             "threshold", threshold, "a number in [0, 1]", lambda v: 0.0 <= v <= 1.0
         )
         self.inner = DraftModelDrafter(draft_model)
+        self.vocab_size = draft_model.config.vocab_size
         self.name = f"draft model, confidence stop {self.threshold:g}"
 
     @torch.inference_mode()
-    def propose(
-        self,
-        context: Sequence[int],
-        k: int,
-        params: SamplingParams,
-        generator: torch.Generator | None = None,
+    def draft(
+        self, context: list[int], k: int, params: SamplingParams, generator: torch.Generator | None
     ) -> Proposal:
-        check_int("k", k, 0)
         if not params.greedy:
             raise ValueError("params must be greedy (temperature=0) for the confidence stop")
-        ctx = check_ids("context", context, self.inner.model.config.vocab_size)
         tokens: list[int] = []
         for _ in range(k):
             # One cached draft pass (the course drafter's own cache and crop logic).
-            probs = torch.softmax(self.inner._logits_after(ctx + tokens).double(), -1)
+            probs = torch.softmax(self.inner._logits_after(context + tokens).double(), -1)
             tokens.append(int(probs.argmax()))
             if probs[tokens[-1]] < self.threshold:
                 break
-        vocab = self.inner.model.config.vocab_size
-        return Proposal(tokens, one_hot_probs(tokens, vocab), draft_passes=len(tokens))
+        return Proposal(tokens, one_hot_probs(tokens, self.vocab_size), draft_passes=len(tokens))
 
 
 def _check_top_p(top_p: float) -> None:
