@@ -9,6 +9,7 @@ NumPy scalars are numbers like any other (``np.int64(4)`` is a valid ``k``,
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from numbers import Integral, Real
@@ -98,6 +99,16 @@ def check_prompt(prompt_token_ids: object, config: _ModelShape, max_tokens: int)
     return ids
 
 
+class _Proposal(Protocol):
+    tokens: Sequence[int]
+
+    def dense_probs(self, vocab_size: int) -> torch.Tensor: ...
+
+
+class _Greedy(Protocol):
+    greedy: bool
+
+
 class _KRange(Protocol):
     min_k: int
     max_k: int
@@ -161,3 +172,14 @@ def check_draft_probs(draft_probs: object, proposed: list[int], vocab_size: int)
             "drawn from a distribution that gives it probability 0"
         )
     return draft_probs
+
+
+def check_proposal(proposal: _Proposal, name: str, k: int, params: _Greedy, vocab_size: int):
+    """A foreign drafter's ``proposal`` if it holds at most ``k`` ids below ``vocab_size``
+    and, when sampling, the distributions they came from; else ``ValueError``."""
+    tokens = check_ids(f"tokens proposed by drafter {name!r}", proposal.tokens, vocab_size)
+    if len(tokens) > k:
+        raise ValueError(f"drafter {name!r} proposed {len(tokens)} tokens, more than k={k}")
+    if not params.greedy:
+        check_draft_probs(proposal.dense_probs(vocab_size), tokens, vocab_size)
+    return dataclasses.replace(proposal, tokens=tokens)

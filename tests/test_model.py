@@ -67,7 +67,7 @@ def test_cached_forward_matches_uncached_token_by_token():
     cache = model.new_cache(1)
     parts = [model(idx[:, :7], cache), model(idx[:, 7:8], cache), model(idx[:, 8:], cache)]
     torch.testing.assert_close(torch.cat(parts, dim=1), full, atol=1e-5, rtol=1e-5)
-    assert cache.lengths.tolist() == [20]
+    assert cache.lengths == [20]
 
 
 def test_rollback_then_rewrite_equals_never_having_written():

@@ -34,47 +34,6 @@ LIBRARY = Path(specdec_lib.__file__).parent
 ROOT = LIBRARY.parent
 DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
-# Pending the engine change of issue 20: public names no chapter, test or script uses that
-# are defined in specdec_lib/engine/, or used by engine code, so that making them private
-# or dropping them is an edit to the engine. Each must still be unused and, outside
-# engine/, still used by the engine (the last test fails on a stale entry); the set is to
-# shrink to empty.
-PENDING_ENGINE_CHANGE: set[str] = {
-    # used by engine/generate.py, engine/batched.py, engine/verify.py (check_prompt also
-    # by analysis/hf_profile.py)
-    "checks.py:check_draft_probs",
-    "checks.py:check_k",
-    "checks.py:check_prompt",
-    "checks.py:check_target_logits",
-    "engine/drafters.py:LibraryDrafter",
-    "engine/generate.py:PAD",
-    "engine/generate.py:RoundRecord",
-    "engine/generate.py:next_token",
-    "engine/model.py:DecoderLayer",
-    "engine/model.py:KVCache.advance",
-    "engine/model.py:MLP",
-    "engine/model.py:ModelConfig.head_size",
-    "engine/train.py:PROBE_PROMPTS",
-    "engine/train.py:PROBE_SEED",
-    "engine/train.py:PROBE_TOKENS",
-    "engine/train.py:TRAIN_CONFIGS",
-    "engine/train.py:lr_at",
-    "engine/train.py:novel_probe",
-    "engine/train.py:probe_examples",
-    "engine/train.py:span_accuracy",
-    "engine/train.py:training_batch",
-    "engine/verify.py:acceptance_probability",
-    "engine/verify.py:verify_with_replacement",
-    "engine/weights.py:CONFIGS",
-    "engine/weights.py:DRAFT_CONFIG",
-    "engine/weights.py:INIT_SEEDS",
-    "engine/weights.py:MANIFEST",
-    "engine/weights.py:MODEL_NAMES",
-    "engine/weights.py:TARGET_CONFIG",
-    "engine/weights.py:save_model",
-    "text/language.py:NOTE_SHARE",  # the default of engine/train.py's TrainConfig.note_share
-}
-
 
 def _identifiers(source: str) -> set[str]:
     """Every name the code in ``source`` uses (shell and magic lines skipped)."""
@@ -212,12 +171,4 @@ def test_the_scan_sees_code_not_prose_and_finds_the_library_s_names():
 
 def test_every_public_name_of_the_library_is_used_by_a_chapter_a_test_or_a_script():
     unused = unused_public_names()
-    assert sorted(set(unused) - PENDING_ENGINE_CHANGE) == []
-
-
-def test_every_name_pending_the_engine_change_is_still_unused_and_the_engine_s_to_change():
-    assert sorted(PENDING_ENGINE_CHANGE - set(unused_public_names())) == []
-    engine = "\n".join(p.read_text(encoding="utf-8") for p in (LIBRARY / "engine").glob("*.py"))
-    for key in PENDING_ENGINE_CHANGE:
-        if not key.startswith("engine/"):
-            assert re.search(rf"\b{key.split(':')[1]}\b", engine), key
+    assert unused == []

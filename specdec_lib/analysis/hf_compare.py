@@ -75,7 +75,7 @@ def hf_config(model: TinyGPT) -> dict[str, Any]:
         "num_hidden_layers": c.n_layer,
         "num_attention_heads": c.n_head,
         "num_key_value_heads": c.n_head,
-        "head_dim": c.head_size,
+        "head_dim": c.n_embd // c.n_head,
         "max_position_embeddings": c.block_size,
         "hidden_act": "silu",
         "rms_norm_eps": _RMS_NORM_EPS,

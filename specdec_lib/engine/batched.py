@@ -16,7 +16,7 @@ import torch
 
 from specdec_lib.checks import check_k, check_prompt
 from specdec_lib.engine.drafters import Drafter
-from specdec_lib.engine.generate import PAD, AdaptiveK, SpeculationStats, next_token, speculate
+from specdec_lib.engine.generate import _PAD, AdaptiveK, SpeculationStats, next_token, speculate
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
 
@@ -40,10 +40,11 @@ def generate_batch(
     seqs = _check_batch(model, prompts, params)
     width = max(len(s) for s in seqs)
     cache = model.new_cache(len(seqs))
-    logits = model(torch.tensor([s + [PAD] * (width - len(s)) for s in seqs]), cache)
-    last = torch.tensor([len(s) - 1 for s in seqs])
-    cache.crop(last + 1)  # drop the padding
-    logits = logits[torch.arange(len(seqs)), last]  # (B, V): each prompt's last position
+    scored = width - min(len(s) for s in seqs) + 1  # down to the shortest prompt's last token
+    ids = torch.tensor([s + [_PAD] * (width - len(s)) for s in seqs])
+    logits = model(ids, cache, logits_to_keep=scored)
+    cache.crop([len(s) for s in seqs])  # drop the padding
+    logits = logits[torch.arange(len(seqs)), [len(s) - width + scored - 1 for s in seqs]]
     outs: list[list[int]] = [[] for _ in seqs]
     while True:
         for b, out in enumerate(outs):

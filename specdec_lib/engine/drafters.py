@@ -1,24 +1,16 @@
-"""Drafters: cheap proposers of the next k tokens.
-
-A drafter returns a :class:`Proposal`: up to k token ids and, for each, the
-distribution it was drawn from. Verification needs those distributions to be
-the real ones: the residual rule divides by them. A deterministic drafter's
-distribution is one-hot.
-
-* :class:`NgramDrafter` (prompt lookup): find the latest earlier place where the
-  context's last n tokens occurred and propose what followed. No model, no
-  training, no memory; it proposes nothing when there is no match.
-* :class:`DraftModelDrafter`: a smaller model with the same vocabulary, run
-  autoregressively with the same sampling processing as the target.
+"""Drafters: cheap proposers of the next k tokens, each with the distribution it was drawn
+from (the residual rule divides by it; a deterministic drafter's is one-hot).
+:class:`NgramDrafter` is prompt lookup, with no model; :class:`DraftModelDrafter` runs a
+smaller model with the same vocabulary and the target's sampling processing.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-import numpy as np
 import torch
 
 from specdec_lib.checks import check_ids, check_int
@@ -27,6 +19,9 @@ from specdec_lib.engine.sampling import SamplingParams, process_logits, sample
 from specdec_lib.text.tokenizer import Tokenizer
 
 VOCAB_SIZE = Tokenizer().vocab_size
+_ID = array("I")  # the n-gram search's encoding of a token id: a C unsigned int
+Params = SamplingParams | None  # None: the drafter's default (greedy for the n-gram drafter)
+Generator = torch.Generator | None
 
 
 @dataclass(frozen=True)
@@ -53,11 +48,7 @@ class Drafter(Protocol):
     name: str
 
     def propose(
-        self,
-        context: Sequence[int],
-        k: int,
-        params: SamplingParams,
-        generator: torch.Generator | None = None,
+        self, context: Sequence[int], k: int, params: SamplingParams, generator: Generator = None
     ) -> Proposal: ...
 
 
@@ -79,11 +70,7 @@ class LibraryDrafter:
     vocab_size: int
 
     def propose(
-        self,
-        context: Sequence[int],
-        k: int,
-        params: SamplingParams | None = None,
-        generator: torch.Generator | None = None,
+        self, context: Sequence[int], k: int, params: Params = None, generator: Generator = None
     ) -> Proposal:
         check_int("k", k, 0)
         ids = check_ids("context", context, self.vocab_size)
@@ -91,13 +78,7 @@ class LibraryDrafter:
             raise ValueError("context must hold at least 1 token")
         return self.draft(ids, k, params, generator)
 
-    def draft(
-        self,
-        context: list[int],
-        k: int,
-        params: SamplingParams | None,
-        generator: torch.Generator | None,
-    ) -> Proposal:
+    def draft(self, context: list[int], k: int, params: Params, generator: Generator) -> Proposal:
         """Up to ``k`` tokens after a checked, non-empty ``context``."""
         raise NotImplementedError
 
@@ -123,29 +104,23 @@ class NgramDrafter(LibraryDrafter):
     def find_match(self, context: Sequence[int]) -> tuple[int, int] | None:
         """``(start, n)`` of the latest earlier occurrence of the longest matching suffix.
 
-        The search runs every round, so it runs at C speed: each id becomes 4 bytes and
+        The search runs every round, so it runs at C speed: each id becomes a C unsigned int and
         ``bytes.rfind`` looks for the suffix's bytes, accepting a hit only where it starts
         on a token boundary. The search ends before the last token, so every match has a
         token after it to propose, and the suffix is never its own match.
         """
-        L = len(context)
-        data = np.asarray(context, dtype=">u4").tobytes()  # token i is data[4i : 4i + 4]
+        L, w = len(context), _ID.itemsize
+        data = array(_ID.typecode, context).tobytes()  # token i is data[w*i : w*(i+1)]
         for n in range(min(self.max_n, L - 1), self.min_n - 1, -1):
-            suffix = data[4 * (L - n) :]
-            end = 4 * (L - 1)
+            suffix = data[w * (L - n) :]
+            end = w * (L - 1)
             while (hit := data.rfind(suffix, 0, end)) >= 0:
-                if hit % 4 == 0:
-                    return hit // 4, n
+                if hit % w == 0:
+                    return hit // w, n
                 end = hit + len(suffix) - 1  # a hit across a token boundary: look earlier
         return None
 
-    def draft(
-        self,
-        context: list[int],
-        k: int,
-        params: SamplingParams | None = None,
-        generator: torch.Generator | None = None,
-    ) -> Proposal:
+    def draft(self, context: list[int], k: int, params: Params, generator: Generator) -> Proposal:
         match = self.find_match(context) if k > 0 else None
         if match is None:
             return Proposal([])
@@ -181,13 +156,7 @@ class DraftModelDrafter(LibraryDrafter):
         return logits
 
     @torch.inference_mode()
-    def draft(
-        self,
-        context: list[int],
-        k: int,
-        params: SamplingParams | None,
-        generator: torch.Generator | None = None,
-    ) -> Proposal:
+    def draft(self, context: list[int], k: int, params: Params, generator: Generator) -> Proposal:
         if params is None:
             raise ValueError("params must be the SamplingParams the draft samples with")
         if k == 0:

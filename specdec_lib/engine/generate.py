@@ -1,21 +1,14 @@
 """Plain decoding and speculative decoding, with honest counting.
 
-``generate`` is the baseline: one KV-cached target pass per new token.
-:func:`speculate` is speculative decoding of one or many requests: each round, every
-unfinished request's drafter proposes up to k tokens, one target pass scores them all,
-and each request keeps what verification accepts plus one token from the target.
-``speculative_generate`` is a batch of one; ``speculative_generate_batch`` (in
-:mod:`~specdec_lib.engine.batched`) is B. Each returns ``params.max_tokens`` new tokens.
-
-The cache's invariant: after every round it holds each request's context except the
-last, "pending" token. A round feeds what the cache lacks plus the proposal (the first
-round the whole prompt, so prefill and the first verification share a pass; later
-ones ``[pending] + proposal``), right-padded to the longest row; padding lies past each
-row's length and is never attended to. Rollback then crops each row's length to drop
-its rejected proposals. So ``SpeculationStats.target_passes`` counts every target pass.
-Without a cache (``use_kv_cache=False``, the textbook version) every round re-runs
-the target over the whole context. The draft length is fixed or adaptive
-(:class:`AdaptiveK`); neither changes which tokens come out, only what they cost.
+``generate`` is the baseline: one KV-cached target pass per new token. :func:`speculate`
+is speculative decoding of one or many requests: each round, every unfinished request's
+drafter proposes up to k tokens, one target pass scores them all, and each keeps what
+verification accepts plus one token from the target. After every round the cache holds
+each request's context except the last, "pending" token; a round feeds what the cache
+lacks plus the proposal (the first round the whole prompt, so prefill and the first
+verification share a pass), right-padded to the longest row, and rollback crops each
+row's length to drop its rejected proposals. Without a cache (``use_kv_cache=False``,
+the textbook version) every round re-runs the target over the whole context.
 """
 
 from __future__ import annotations
@@ -25,13 +18,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specdec_lib.checks import check_draft_probs, check_ids, check_int, check_k, check_prompt
+from specdec_lib.checks import check_int, check_k, check_prompt, check_proposal
 from specdec_lib.engine.drafters import Drafter, LibraryDrafter, Proposal
 from specdec_lib.engine.model import TinyGPT
-from specdec_lib.engine.sampling import SamplingParams, process_logits, sample
+from specdec_lib.engine.sampling import SamplingParams, argmax, process_logits, sample
 from specdec_lib.engine.verify import greedy_rule, sampled_rule
 
-PAD = 0  # any valid id: padded positions lie beyond each row's length and are never attended
+_PAD = 0  # any valid id: padded positions lie beyond each row's length and are never attended
 
 
 def next_token(
@@ -39,7 +32,7 @@ def next_token(
 ) -> int:
     """Pick one token from a row of logits: argmax if greedy, else sample the processed p."""
     if params.greedy:
-        return int(logits.argmax())
+        return argmax(logits)
     return sample(process_logits(logits, params), generator)
 
 
@@ -53,7 +46,7 @@ def generate(
     """Plain autoregressive decoding with a KV cache: one forward pass per new token."""
     ids = check_prompt(prompt_token_ids, model.config, params.max_tokens)
     cache = model.new_cache(1)
-    logits = model(torch.tensor([ids]), cache)[0, -1]  # prefill
+    logits = model(torch.tensor([ids]), cache, logits_to_keep=1)[0, -1]  # prefill
     out: list[int] = []
     while True:
         out.append(next_token(logits, params, generator))
@@ -173,24 +166,15 @@ class SpeculationStats:
 
 
 def _propose(
-    drafter: Drafter,
-    context: list[int],
-    k: int,
-    params: SamplingParams,
-    generator: torch.Generator | None,
-    vocab_size: int,
+    drafter: Drafter, context: list[int], k: int, params: SamplingParams, generator, vocab: int
 ) -> Proposal:
-    """A proposal of at most ``k`` tokens. The library's drafters are trusted with the
-    engine's own context; anyone else's proposal is input, so it is checked."""
+    """Up to ``k`` tokens after the engine's own context. The library's drafters are
+    trusted with it; anyone else's proposal is input, so it is checked."""
     if isinstance(drafter, LibraryDrafter):
         return drafter.draft(context, k, params, generator)
-    proposal = drafter.propose(context, k, params, generator)
-    tokens = check_ids(f"tokens proposed by drafter {drafter.name!r}", proposal.tokens, vocab_size)
-    if len(tokens) > k:
-        raise ValueError(f"drafter {drafter.name!r} proposed {len(tokens)} tokens, more than k={k}")
-    if not params.greedy:
-        check_draft_probs(proposal.dense_probs(vocab_size), tokens, vocab_size)
-    return Proposal(tokens, proposal.probs, proposal.draft_passes)
+    return check_proposal(
+        drafter.propose(context, k, params, generator), drafter.name, k, params, vocab
+    )
 
 
 @torch.inference_mode()
@@ -214,56 +198,49 @@ def speculate(
     n_prompt = [len(s) for s in seqs]
     ks = [k] * len(seqs)
     rounds: list[list[tuple[int, int]]] = [[] for _ in seqs]  # (proposed, accepted), for adaptive_k
-    vocab = target.config.vocab_size
     cache = target.new_cache(len(seqs)) if use_kv_cache else None
+    vocab = target.config.vocab_size
     while True:
-        remaining = [params.max_tokens - (len(s) - n) for s, n in zip(seqs, n_prompt, strict=True)]
-        active = [b for b, r in enumerate(remaining) if r > 0]
+        left = [params.max_tokens - len(s) + n for s, n in zip(seqs, n_prompt, strict=True)]
+        active = [b for b, r in enumerate(left) if r > 0]
         if not active:
             return [s[n:] for s, n in zip(seqs, n_prompt, strict=True)]
         # Never draft past max_tokens: a round emits up to m+1 tokens.
         proposals = {
-            b: _propose(
-                drafters[b], seqs[b], min(ks[b], remaining[b] - 1), params, generator, vocab
-            )
+            b: _propose(drafters[b], seqs[b], min(ks[b], left[b] - 1), params, generator, vocab)
             for b in active
         }
-        # Feed what the cache lacks (everything but the pending token is cached) and the
-        # proposal; the last m+1 fed positions score the m drafted tokens and the bonus.
-        cached = [0] * len(seqs) if cache is None else cache.lengths.tolist()
-        fed = [
-            s[c:] + (proposals[b].tokens if b in proposals else [])
-            for b, (s, c) in enumerate(zip(seqs, cached, strict=True))
-        ]
+        # Feed what the cache lacks (all but the pending token) and the proposal; only the
+        # last m+1 fed positions are scored: they score the m drafted tokens and the bonus.
+        cached = [0] * len(seqs) if cache is None else cache.lengths
+        fed = [s[c:] for s, c in zip(seqs, cached, strict=True)]
+        for b in active:
+            fed[b] += proposals[b].tokens
         width = max(len(f) for f in fed)
-        logits = target(torch.tensor([f + [PAD] * (width - len(f)) for f in fed]), cache)
+        scored = max(width - len(fed[b]) + len(proposals[b].tokens) + 1 for b in active)
+        ids = torch.tensor([f + [_PAD] * (width - len(f)) for f in fed])
+        logits = target(ids, cache, logits_to_keep=scored)
         keep = list(cached)
         for b in active:
-            proposal = proposals[b]
+            proposal, end = proposals[b], len(fed[b]) - width + scored
             m = len(proposal.tokens)
-            rows = logits[b, len(fed[b]) - m - 1 : len(fed[b])]
+            rows = logits[b, end - m - 1 : end]  # scores of the m drafted tokens and the bonus
             if params.greedy:
                 emitted, n_acc = greedy_rule(rows, proposal.tokens)
             else:
                 q = proposal.dense_probs(vocab)
                 emitted, n_acc = sampled_rule(rows, q, proposal.tokens, params, generator)
             keep[b] = len(seqs[b]) + n_acc  # pending + accepted; the rest rolls back
-            seqs[b].extend(emitted)
-            if stats is not None:
-                stats.record(
-                    proposal.tokens,
-                    n_acc,
-                    emitted,
-                    proposal.draft_passes,
-                    target_passes=int(b == active[0]),  # one pass serves every request
-                    k=ks[b],
-                    cache_length=None if cache is None else keep[b],
-                )
+            seqs[b] += emitted
+            if stats is not None:  # the shared pass counts once, with the first request
+                length = None if cache is None else keep[b]
+                args = (proposal.draft_passes, int(b == active[0]), ks[b], length)
+                stats.record(proposal.tokens, n_acc, emitted, *args)
             if adaptive_k is not None:
                 rounds[b].append((m, n_acc))
                 ks[b] = adaptive_k.next_k(ks[b], rounds[b])
         if cache is not None:
-            cache.crop(torch.tensor(keep))
+            cache.crop(keep)
 
 
 def speculative_generate(

@@ -1,39 +1,29 @@
 """TinyGPT: a Llama-shaped decoder small enough to train and run on one CPU core.
 
-The shape is Llama's: RMSNorm before each sub-layer, rotary position embeddings on
-queries and keys, a SwiGLU MLP, no biases anywhere, and the output head tied to the
-token embedding (one matrix, stored once). Parameter names map one to one onto
-Hugging Face's ``LlamaForCausalLM``::
-
-    model.embed_tokens.weight                       (vocab_size, n_embd)
-    model.layers.{i}.input_layernorm.weight         (n_embd,)
-    model.layers.{i}.self_attn.{q,k,v,o}_proj.weight  (n_embd, n_embd)
-    model.layers.{i}.post_attention_layernorm.weight  (n_embd,)
-    model.layers.{i}.mlp.{gate,up}_proj.weight       (n_hidden, n_embd)
-    model.layers.{i}.mlp.down_proj.weight            (n_embd, n_hidden)
-    model.norm.weight                               (n_embd,)
-    lm_head.weight                                  tied to model.embed_tokens.weight
-
-Rotary uses Llama's "rotate half" layout. The one addition, switched by
-``ModelConfig.smear_keys``, is ``model.layers.{i}.self_attn.k_smear`` (n_head,): each
-head's key at position j is mixed with the key at j - 1. Copying needs an *induction
-head* (attend just after an earlier occurrence of the current token), which a large
-model builds late in training from two heads in two layers; the smear hands every key
-its previous token, so one head can do it and a small model learns to copy within a
-few hundred steps (see ``specdec_lib.engine.train``).
+Llama's shape (RMSNorm before each sub-layer, rotary positions in the "rotate half"
+layout, a SwiGLU MLP, no biases, the output head tied to the token embedding), with
+parameter names that map one to one onto Hugging Face's ``LlamaForCausalLM``
+(``model.layers.{i}.self_attn.q_proj.weight``, ...). The one addition, switched by
+``ModelConfig.smear_keys``, is ``self_attn.k_smear`` (n_head,): each head's key at
+position j is mixed with the key at j - 1. Copying needs an *induction head* (attend
+just after an earlier occurrence of the current token), which a large model builds late
+in training from two heads in two layers; the smear hands every key its previous token,
+so one head can do it and a small model learns to copy within a few hundred steps.
 
 The KV cache is static, as in gpt-fast: rotated keys and values are written *by
-position* into buffers the size of the context window, with one length per sequence.
-Rolling back rejected draft tokens is lowering a length; stale entries are masked out
-and later overwritten. The smear is applied when attending, so it needs no cache of
-its own. Per-sequence lengths let every sequence of a batch accept a different number.
+position* into buffers the size of the context window, with one length per sequence, so
+rolling back rejected draft tokens is lowering a length (stale entries are masked out
+and later overwritten), and every sequence of a batch can accept a different number.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Integral
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -57,8 +47,7 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         for name in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd", "n_hidden"):
-            value = getattr(self, name)
-            check_int(name, value)
+            check_int(name, getattr(self, name))
         if self.n_embd % self.n_head or (self.n_embd // self.n_head) % 2:
             raise ValueError(
                 f"n_embd / n_head must be an even integer, got n_embd={self.n_embd}, "
@@ -67,53 +56,49 @@ class ModelConfig:
         if not self.rope_theta > 1:
             raise ValueError(f"rope_theta must be > 1, got {self.rope_theta!r}")
 
-    @property
-    def head_size(self) -> int:
-        return self.n_embd // self.n_head
-
 
 class KVCache:
     """Static per-layer key/value buffers with one length per sequence.
 
-    ``k[layer]`` has shape ``(B, n_head, block_size, head_size)``. Position ``t`` of
+    ``k[layer]`` has shape ``(B, n_head, block_size, n_embd / n_head)``. Position ``t`` of
     sequence ``b`` lives at ``k[layer][b, :, t]``; entries at or beyond
-    ``lengths[b]`` are stale and never attended to. Lengths move only here: a forward
-    pass claims positions with :meth:`advance`, rollback gives them back with :meth:`crop`.
+    ``lengths[b]`` are stale and never attended to. The lengths are a Python list (the
+    loop reads and sets them every round; as a tensor each read is a kernel launch).
+    They move only here: a forward pass claims positions with ``_advance``, rollback
+    gives them back with :meth:`crop`.
     """
 
     def __init__(self, config: ModelConfig, batch_size: int = 1) -> None:
         check_int("batch_size", batch_size)
-        shape = (batch_size, config.n_head, config.block_size, config.head_size)
+        shape = (batch_size, config.n_head, config.block_size, config.n_embd // config.n_head)
         self.k = [torch.zeros(shape) for _ in range(config.n_layer)]
         self.v = [torch.zeros(shape) for _ in range(config.n_layer)]
-        self.lengths = torch.zeros(batch_size, dtype=torch.long)
+        self.lengths = [0] * batch_size
 
     @property
     def batch_size(self) -> int:
-        return int(self.lengths.shape[0])
+        return len(self.lengths)
 
-    def advance(self, n: int) -> torch.Tensor:
+    def _advance(self, n: int) -> torch.Tensor:
         """Claim the next ``n`` positions of every sequence: (B, n) positions to write."""
-        pos = self.lengths[:, None] + torch.arange(n)[None, :]
-        if int(pos.max()) >= self.k[0].shape[2]:
-            raise ValueError(
-                f"cached length + new tokens must be <= block_size={self.k[0].shape[2]}"
-            )
-        self.lengths = self.lengths + n
+        if max(self.lengths) + n > self.k[0].shape[2]:
+            raise ValueError(f"cached + new tokens must be <= block_size={self.k[0].shape[2]}")
+        pos = torch.from_numpy(np.add.outer(self.lengths, np.arange(n)))  # one op, no copy
+        self.lengths = [c + n for c in self.lengths]
         return pos
 
-    def crop(self, lengths: int | torch.Tensor) -> None:
-        """Roll back to ``lengths`` tokens (an int for every sequence, or one each).
+    def crop(self, lengths: int | Sequence[int]) -> None:
+        """Roll back to ``lengths`` tokens (one int for every sequence, or one each).
 
         This is the whole of rollback: nothing is erased, the positions past the
         new length simply stop being visible and are overwritten by the next write.
         """
-        new = torch.as_tensor(lengths, dtype=torch.long).expand(self.batch_size).clone()
-        if (new < 0).any() or (new > self.lengths).any():
-            raise ValueError(
-                f"lengths must lie in [0, current length], got {new.tolist()} "
-                f"with current {self.lengths.tolist()}"
-            )
+        one = isinstance(lengths, Integral)
+        new = [int(lengths)] * self.batch_size if one else [int(n) for n in lengths]
+        if len(new) != self.batch_size or not all(
+            0 <= n <= c for n, c in zip(new, self.lengths, strict=True)
+        ):
+            raise ValueError(f"lengths must lie in [0, {self.lengths}] (one each), got {lengths}")
         self.lengths = new
 
 
@@ -129,7 +114,7 @@ class RMSNorm(nn.Module):
 
 def rotary_tables(config: ModelConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin, each (block_size, head_size), in Llama's rotate-half layout."""
-    hs = config.head_size
+    hs = config.n_embd // config.n_head
     inv_freq = 1.0 / config.rope_theta ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
     angles = torch.arange(config.block_size, dtype=torch.float64)[:, None] * inv_freq[None]
     angles = torch.cat([angles, angles], dim=-1)  # (block_size, hs)
@@ -160,17 +145,10 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
         self.k_smear = nn.Parameter(torch.zeros(config.n_head)) if config.smear_keys else None
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        kv: tuple[torch.Tensor, torch.Tensor] | None,
-        pos: torch.Tensor,
-        mask: torch.Tensor | None,
-    ) -> torch.Tensor:
-        """``kv`` is this layer's (key, value) cache buffers, ``pos`` (B, T) the positions
-        the new tokens take there, ``mask`` (B, 1, T, L) what each query may see."""
+    def forward(self, x, cos, sin, kv, pos, mask) -> torch.Tensor:  # noqa: ANN001
+        """``x`` (B, T, C); ``cos``, ``sin`` (B, 1, T, hs); ``kv`` this layer's (key, value)
+        cache buffers or None; ``pos`` (B, T) the positions the new tokens take there;
+        ``mask`` (B, 1, T, L) what each query may see (None: plain causal attention)."""
         B, T, C = x.shape
         hs = C // self.n_head
         q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
@@ -190,7 +168,7 @@ class Attention(nn.Module):
         return self.o_proj(y)
 
 
-class MLP(nn.Module):
+class _MLP(nn.Module):
     """SwiGLU: down(silu(gate(x)) * up(x))."""
 
     def __init__(self, config: ModelConfig) -> None:
@@ -203,7 +181,7 @@ class MLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
-class DecoderLayer(nn.Module):
+class _DecoderLayer(nn.Module):
     """Pre-norm block, as in Llama: x + attn(norm(x)), then x + mlp(norm(x))."""
 
     def __init__(self, config: ModelConfig) -> None:
@@ -211,7 +189,7 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(config.n_embd)
         self.self_attn = Attention(config)
         self.post_attention_layernorm = RMSNorm(config.n_embd)
-        self.mlp = MLP(config)
+        self.mlp = _MLP(config)
 
     def forward(self, x, cos, sin, kv, pos, mask) -> torch.Tensor:  # noqa: ANN001
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv, pos, mask)
@@ -227,7 +205,7 @@ class TinyGPT(nn.Module):
         self.model = nn.ModuleDict(
             dict(
                 embed_tokens=nn.Embedding(config.vocab_size, config.n_embd),
-                layers=nn.ModuleList(DecoderLayer(config) for _ in range(config.n_layer)),
+                layers=nn.ModuleList(_DecoderLayer(config) for _ in range(config.n_layer)),
                 norm=RMSNorm(config.n_embd),
             )
         )
@@ -237,14 +215,11 @@ class TinyGPT(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         for name, p in self.named_parameters():
-            if p.dim() == 2:
-                # GPT-2's rule: residual-branch outputs scaled by 1/sqrt(2 * n_layer).
-                scale = (
-                    1 / math.sqrt(2 * config.n_layer)
-                    if name.endswith(("o_proj.weight", "down_proj.weight"))
-                    else 1
+            if p.dim() == 2:  # GPT-2's rule: residual-branch outputs scaled by 1/sqrt(2 * n_layer)
+                residual = name.endswith(("o_proj.weight", "down_proj.weight"))
+                nn.init.normal_(
+                    p, std=0.02 * (1 / math.sqrt(2 * config.n_layer) if residual else 1)
                 )
-                nn.init.normal_(p, mean=0.0, std=0.02 * scale)
 
     def num_parameters(self) -> int:
         """Parameters counted once (the tied embedding is not counted twice)."""
@@ -253,12 +228,17 @@ class TinyGPT(nn.Module):
     def new_cache(self, batch_size: int = 1) -> KVCache:
         return KVCache(self.config, batch_size)
 
-    def forward(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        """Logits for every position of ``idx`` (B, T) -> (B, T, vocab_size).
+    def forward(
+        self, idx: torch.Tensor, cache: KVCache | None = None, logits_to_keep: int = 0
+    ) -> torch.Tensor:
+        """Logits for the positions of ``idx`` (B, T) -> (B, T, vocab_size).
 
         With a ``cache``, ``idx`` holds only the new tokens: they are placed after
         each sequence's cached length, written into the cache, and the lengths
         advance by T. Without one, ``idx`` is the whole sequence from position 0.
+        ``logits_to_keep=n`` scores only the last n positions (0: all), as in Hugging
+        Face: a prefill needs one row, not one per prompt token, and the output head
+        is the largest matrix here.
         """
         if idx.dim() != 2:
             raise ValueError(f"idx must have shape (B, T), got {tuple(idx.shape)}")
@@ -274,14 +254,16 @@ class TinyGPT(nn.Module):
         else:
             if cache.batch_size != B:
                 raise ValueError(f"cache batch size {cache.batch_size} != input batch size {B}")
-            pos = cache.advance(T)  # (B, T)
+            pos = cache._advance(T)  # (B, T)
             kvs = list(zip(cache.k, cache.v, strict=True))
             # Query at position p sees keys 0..p of its own sequence, nothing stale.
-            L = int(pos.max()) + 1
+            L = max(cache.lengths)
             mask = (torch.arange(L)[None, None, :] <= pos[:, :, None])[:, None]  # (B, 1, T, L)
         cos = self.rope_cos[pos][:, None]  # (B, 1, T, hs)
         sin = self.rope_sin[pos][:, None]  # (B, 1, T, hs)
         x = self.model.embed_tokens(idx)  # (B, T, C)
         for block, kv in zip(self.model.layers, kvs, strict=True):
             x = block(x, cos, sin, kv, pos, mask)
-        return self.lm_head(self.model.norm(x))  # (B, T, vocab_size)
+        if logits_to_keep:
+            x = x[:, -logits_to_keep:]
+        return self.lm_head(self.model.norm(x))  # (B, T or logits_to_keep, vocab_size)

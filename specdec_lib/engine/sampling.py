@@ -88,6 +88,15 @@ def process_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor
     return probs
 
 
+def argmax(logits: torch.Tensor) -> list[int] | int:
+    """The index of each row's first maximum (an int for one row).
+
+    NumPy's argmax is vectorised and torch's, on CPU, is not: for a round's (8, 4253)
+    rows torch takes about ten times as long. Ties and NaN go to the first, as in torch.
+    """
+    return logits.numpy(force=True).argmax(-1).tolist()
+
+
 def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
     """Draw one token id from a 1-D distribution."""
     return int(torch.multinomial(probs, 1, generator=generator))

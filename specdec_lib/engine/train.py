@@ -39,9 +39,9 @@ from specdec_lib.text.language import DOC, NOTE_SHARE, Example, training_text, w
 from specdec_lib.text.tokenizer import Tokenizer
 
 # Held-out probe prompts: a workload seed that no chapter, test or benchmark uses.
-PROBE_SEED = 977
-PROBE_PROMPTS = 16
-PROBE_TOKENS = 64
+_PROBE_SEED = 977
+_PROBE_PROMPTS = 16
+_PROBE_TOKENS = 64
 
 
 @dataclass(frozen=True)
@@ -70,13 +70,13 @@ class TrainConfig:
             raise ValueError(f"decay must lie in (0, 1], got {self.decay}")
 
 
-TRAIN_CONFIGS = {
+_TRAIN_CONFIGS = {
     "target": TrainConfig(),
     "draft": TrainConfig(steps=1500, lr=4e-3),
 }
 
 
-def training_batch(cfg: TrainConfig, step: int, tok: Tokenizer) -> torch.Tensor:
+def _training_batch(cfg: TrainConfig, step: int, tok: Tokenizer) -> torch.Tensor:
     """(batch_size, window + 1) token ids: fresh documents, each row from a document start.
 
     Rows start where a document starts (with ``<|doc|>``), as every workload prompt
@@ -93,7 +93,7 @@ def training_batch(cfg: TrainConfig, step: int, tok: Tokenizer) -> torch.Tensor:
     return torch.tensor(rows, dtype=torch.long)
 
 
-def lr_at(step: int, cfg: TrainConfig) -> float:
+def _lr_at(step: int, cfg: TrainConfig) -> float:
     """Linear warm-up, a constant plateau, then cosine decay to a tenth over the last part."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
@@ -104,13 +104,13 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def probe_examples() -> list[Example]:
-    return workload_examples("copy", PROBE_PROMPTS, PROBE_SEED)
+def _probe_examples() -> list[Example]:
+    return workload_examples("copy", _PROBE_PROMPTS, _PROBE_SEED)
 
 
 @torch.no_grad()
-def novel_probe(
-    model: TinyGPT, n_prompts: int = 8, n_tokens: int = PROBE_TOKENS
+def _novel_probe(
+    model: TinyGPT, n_prompts: int = 8, n_tokens: int = _PROBE_TOKENS
 ) -> dict[str, float]:
     """Greedy continuations of held-out novel prompts: do they stay in the note, do they loop?
 
@@ -123,7 +123,7 @@ def novel_probe(
     model.eval()
     stays, distinct, total = 0, 0, 0
     ends = {tok.encode("\n")[0], tok.encode(DOC)[0]}
-    for ex in workload_examples("novel", n_prompts, PROBE_SEED):
+    for ex in workload_examples("novel", n_prompts, _PROBE_SEED):
         out = generate(model, tok.encode(ex.prompt), SamplingParams(max_tokens=n_tokens))
         stays += not ends & set(out)
         grams = [tuple(out[i : i + 4]) for i in range(len(out) - 3)]
@@ -134,8 +134,8 @@ def novel_probe(
 
 
 @torch.no_grad()
-def span_accuracy(
-    model: TinyGPT, examples: list[Example], n_tokens: int = PROBE_TOKENS
+def _span_accuracy(
+    model: TinyGPT, examples: list[Example], n_tokens: int = _PROBE_TOKENS
 ) -> dict[str, float]:
     """Teacher-forced accuracy over the quoted passage (copy) and the source passage.
 
@@ -196,7 +196,7 @@ def train(
         lr=cfg.lr,
         betas=(0.9, 0.95),
     )
-    examples = probe_examples()
+    examples = _probe_examples()
     result = TrainResult(model)
     start = time.perf_counter()
     model.train()
@@ -207,8 +207,8 @@ def train(
                 "step": step,
                 "seconds": round(time.perf_counter() - start, 1),
                 "loss": round(sum(result.losses[-50:]) / max(1, len(result.losses[-50:])), 4),
-                **{k: round(v, 4) for k, v in span_accuracy(model, examples).items()},
-                **{k: round(v, 4) for k, v in novel_probe(model).items()},
+                **{k: round(v, 4) for k, v in _span_accuracy(model, examples).items()},
+                **{k: round(v, 4) for k, v in _novel_probe(model).items()},
             }
             result.curve.append(point)
             bar.write(json.dumps(point))
@@ -218,12 +218,12 @@ def train(
                     torch.save(model.state_dict(), log_path.with_suffix(".pt"))
         if step == cfg.steps:
             break
-        batch = training_batch(cfg, step, tok)
+        batch = _training_batch(cfg, step, tok)
         x, y = batch[:, :-1], batch[:, 1:]
         logits = model(x)
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, cfg)
+            group["lr"] = _lr_at(step, cfg)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -257,7 +257,7 @@ def main() -> None:
     torch.use_deterministic_algorithms(True)
     args.out.mkdir(parents=True, exist_ok=True)
     for name in args.models:
-        cfg = TRAIN_CONFIGS[name]
+        cfg = _TRAIN_CONFIGS[name]
         if args.steps is not None:
             cfg = TrainConfig(**{**asdict(cfg), "steps": args.steps})
         log_path = args.out / f"training_log_{name}.json"

@@ -13,8 +13,7 @@ the residual rule (Leviathan et al. 2023; Chen et al. 2023): accept x with proba
 min(1, p(x)/q(x)), on rejection draw from norm(max(0, p - q)), and the output is
 distributed exactly as p; with :func:`target_distribution` it is the plausible bug, the
 course's negative control. The rules trust their inputs (the engine calls them every
-round on its own tensors); the ``accept_*`` functions and
-:func:`verify_with_replacement` check anyone else's once, then call the rule.
+round on its own tensors); the ``accept_*`` functions check anyone else's, then call them.
 """
 
 from __future__ import annotations
@@ -24,14 +23,14 @@ from collections.abc import Callable, Sequence
 import torch
 
 from specdec_lib.checks import check_draft_probs, check_target_logits
-from specdec_lib.engine.sampling import SamplingParams, process_logits, sample
+from specdec_lib.engine.sampling import SamplingParams, argmax, process_logits, sample
 
 Replacement = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def greedy_rule(target_logits: torch.Tensor, proposed: list[int]) -> tuple[list[int], int]:
     """Keep the longest prefix of ``proposed`` that matches the target's argmax."""
-    best = target_logits.argmax(-1).tolist()  # the target's own choice at each of k+1 rows
+    best = argmax(target_logits)  # the target's own choice at each of the k+1 rows
     n = 0
     while n < len(proposed) and proposed[n] == best[n]:
         n += 1
@@ -56,11 +55,6 @@ def target_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return p
 
 
-def acceptance_probability(p_x: float, q_x: float) -> float:
-    """min(1, p(x) / q(x)) for a proposal x drawn with probability q(x) > 0."""
-    return min(1.0, p_x / q_x)
-
-
 def sampled_rule(
     target_logits: torch.Tensor,
     draft_probs: torch.Tensor,
@@ -77,7 +71,7 @@ def sampled_rule(
     q = draft_probs.detach().to(torch.float64)  # (k, V)
     for i, x in enumerate(proposed):
         u = float(torch.rand((), generator=generator, dtype=torch.float64))
-        if u < acceptance_probability(float(p[i, x]), float(q[i, x])):
+        if u < min(1.0, float(p[i, x]) / float(q[i, x])):  # accept x with min(1, p/q)
             continue
         return proposed[:i] + [sample(replacement(p[i], q[i]), generator)], i
     return proposed + [sample(p[len(proposed)], generator)], len(proposed)
@@ -88,36 +82,24 @@ def accept_greedy(target_logits: torch.Tensor, proposed: Sequence[int]) -> tuple
     return greedy_rule(*check_target_logits(target_logits, proposed))
 
 
-def verify_with_replacement(
-    target_logits: torch.Tensor,
-    draft_probs: torch.Tensor,
-    proposed: Sequence[int],
-    params: SamplingParams,
-    generator: torch.Generator | None,
-    replacement: Replacement,
-) -> tuple[list[int], int]:
-    """:func:`sampled_rule` on checked inputs, with the given ``replacement``."""
-    target_logits, ids = check_target_logits(target_logits, proposed)
-    check_draft_probs(draft_probs, ids, target_logits.shape[-1])
-    return sampled_rule(target_logits, draft_probs, ids, params, generator, replacement)
-
-
 def accept_sampled(
     target_logits: torch.Tensor,
     draft_probs: torch.Tensor,
     proposed: Sequence[int],
     params: SamplingParams,
     generator: torch.Generator | None = None,
+    replacement: Replacement = residual_distribution,
 ) -> tuple[list[int], int]:
-    """The residual rule: output tokens are distributed exactly as the target's.
+    """The residual rule on checked inputs: output tokens are distributed exactly as the target's.
 
     ``target_logits`` (k+1, V) raw target logits, processed here with ``params``;
     ``draft_probs`` (k, V) the distributions the k ``proposed`` tokens were drawn
     from (one-hot for a deterministic drafter), already processed by the drafter.
+    ``replacement`` is what a rejection draws from (:func:`sampled_rule`).
     """
-    return verify_with_replacement(
-        target_logits, draft_probs, proposed, params, generator, residual_distribution
-    )
+    target_logits, ids = check_target_logits(target_logits, proposed)
+    check_draft_probs(draft_probs, ids, target_logits.shape[-1])
+    return sampled_rule(target_logits, draft_probs, ids, params, generator, replacement)
 
 
 def accept_sampled_biased(
@@ -134,6 +116,5 @@ def accept_sampled_biased(
     output leans towards what the drafter liked. For a one-hot drafter proposing d,
     P(d) = p + (1 - p)·p = p(2 - p) instead of p. Never use it to generate.
     """
-    return verify_with_replacement(
-        target_logits, draft_probs, proposed, params, generator, target_distribution
-    )
+    args = (target_logits, draft_probs, proposed, params, generator)
+    return accept_sampled(*args, replacement=target_distribution)

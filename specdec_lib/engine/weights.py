@@ -19,18 +19,18 @@ from specdec_lib.engine.model import ModelConfig, TinyGPT
 from specdec_lib.text.tokenizer import Tokenizer
 
 WEIGHTS_DIR = Path(__file__).parent.parent / "weights"
-MANIFEST = "manifest.json"
-MODEL_NAMES = ("target", "draft")
+_MANIFEST = "manifest.json"
+_MODEL_NAMES = ("target", "draft")
 
 _VOCAB = Tokenizer().vocab_size
-TARGET_CONFIG = ModelConfig(vocab_size=_VOCAB, n_layer=4, n_head=4, n_embd=128, n_hidden=384)
+_TARGET_CONFIG = ModelConfig(vocab_size=_VOCAB, n_layer=4, n_head=4, n_embd=128, n_hidden=384)
 # The draft: one layer, a quarter of the width, no smeared keys (it is not meant to copy).
-DRAFT_CONFIG = ModelConfig(
+_DRAFT_CONFIG = ModelConfig(
     vocab_size=_VOCAB, n_layer=1, n_head=2, n_embd=64, n_hidden=192, smear_keys=False
 )
-CONFIGS = {"target": TARGET_CONFIG, "draft": DRAFT_CONFIG}
+CONFIGS = {"target": _TARGET_CONFIG, "draft": _DRAFT_CONFIG}
 # Seeds of the untrained (random) models, so trained=False is reproducible too.
-INIT_SEEDS = {"target": 1234, "draft": 5678}
+_INIT_SEEDS = {"target": 1234, "draft": 5678}
 
 
 def sha256(path: Path) -> str:
@@ -48,7 +48,7 @@ def save_model(model: TinyGPT, name: str, info: dict, directory: Path = WEIGHTS_
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.safetensors"
     save_file(_state_dict_for_saving(model), str(path))
-    manifest_path = directory / MANIFEST
+    manifest_path = directory / _MANIFEST
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     manifest[name] = {
         "file": path.name,
@@ -62,7 +62,7 @@ def save_model(model: TinyGPT, name: str, info: dict, directory: Path = WEIGHTS_
 
 
 def read_manifest(directory: Path = WEIGHTS_DIR) -> dict:
-    return json.loads((directory / MANIFEST).read_text())
+    return json.loads((directory / _MANIFEST).read_text())
 
 
 def training_log(name: str, directory: Path = WEIGHTS_DIR) -> list[dict]:
@@ -71,8 +71,8 @@ def training_log(name: str, directory: Path = WEIGHTS_DIR) -> list[dict]:
     One point every 100 steps: step, seconds, mean loss of the last 50 steps, and the
     teacher-forced accuracy over the copy span and the source span of held-out prompts.
     """
-    if name not in MODEL_NAMES:
-        raise ValueError(f"name must be one of {MODEL_NAMES}, got {name!r}")
+    if name not in _MODEL_NAMES:
+        raise ValueError(f"name must be one of {_MODEL_NAMES}, got {name!r}")
     return json.loads((directory / f"training_log_{name}.json").read_text())
 
 
@@ -83,12 +83,12 @@ def load_model(name: str, trained: bool = True, directory: Path = WEIGHTS_DIR) -
     ``trained=False`` returns the same architecture with seeded random weights,
     the control that shows what training bought.
     """
-    if name not in MODEL_NAMES:
-        raise ValueError(f"name must be one of {MODEL_NAMES}, got {name!r}")
+    if name not in _MODEL_NAMES:
+        raise ValueError(f"name must be one of {_MODEL_NAMES}, got {name!r}")
     if not trained:
         # Seed a private generator's worth of state without disturbing the caller's.
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(INIT_SEEDS[name])
+            torch.manual_seed(_INIT_SEEDS[name])
             return TinyGPT(CONFIGS[name]).eval()
     entry = read_manifest(directory)[name]
     tok = Tokenizer()

@@ -26,7 +26,6 @@ from specdec_lib.engine.verify import (
     accept_greedy,
     accept_sampled,
     accept_sampled_biased,
-    verify_with_replacement,
 )
 
 from .report import Diagnosis as D
@@ -102,11 +101,16 @@ def _speculative_overshoots(target, drafter, prompt_token_ids, params, k):
 
 def _speculative_off_by_one_rows(target, drafter, prompt_token_ids, params, k):
     """The target's logits read one position too early: row t holds row t - 1."""
-    early = target.register_forward_hook(lambda m, a, out: torch.cat([out[:, :1], out[:, :-1]], 1))
-    try:
+    forward = target.forward
+
+    def early(idx, cache=None, logits_to_keep=0):
+        if 0 < logits_to_keep < idx.shape[1]:  # score one position more, drop the last
+            return forward(idx, cache, logits_to_keep + 1)[:, :-1]
+        out = forward(idx, cache)
+        return torch.cat([out[:, :1], out[:, :-1]], 1)
+
+    with mock.patch.object(target, "forward", early):
         return _speculative_reference(target, drafter, prompt_token_ids, params, k)
-    finally:
-        early.remove()
 
 
 def _speculative_drops_correction(target, drafter, prompt_token_ids, params, k):
@@ -229,7 +233,7 @@ def _sampled(rows=None, certain=False, bonus=True, residual=None, rule=accept_sa
         logits = logits if rows is None else rows(logits)
         q = one_hot_probs(proposed, logits.shape[-1]) if certain else q
         args = (logits, q, proposed, params, generator)
-        result = rule(*args) if residual is None else verify_with_replacement(*args, residual)
+        result = rule(*args) if residual is None else accept_sampled(*args, residual)
         return result if bonus else _without_bonus(result, len(proposed))
 
     return accept_sampled_
