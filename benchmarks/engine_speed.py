@@ -1,5 +1,7 @@
 """Greedy copy at k = 7, batch one: speculative decoding against plain decoding, by wall
-clock, and the host's own work per round (time outside the target's forward passes).
+clock, the host's own work per round (time outside the target's forward passes), and
+the passes' own times: a prefill, a plain step, a round's pass of k + 1 positions, and
+the speed-up the passes alone allow (the bound no host-side work can beat).
 
     OMP_NUM_THREADS=1 python benchmarks/engine_speed.py [--prompts 12] [--repeats 15]
     PYTHONPATH=/path/to/other/checkout python benchmarks/engine_speed.py   # another engine
@@ -76,14 +78,23 @@ def main() -> None:
         return speculative_generate(target, drafter, prompts[i], params, k=args.k, stats=stats)
 
     host_plain, host_spec, rounds = [], [], 0
+    inside_plain, inside_spec = [], []  # seconds in the target's passes, per generation
+    passes: dict[str, list[float]] = {"prefill": [], "plain step": [], "round": []}
     for i in range(len(prompts)):
         stats = SpeculationStats()
         assert spec(i, stats) == plain(i), "greedy speculation must return plain greedy output"
         rounds += stats.rounds
-        wall, inside = time_inside([target], lambda i=i: plain(i))
+        calls: list[tuple[int, float]] = []
+        wall, inside = time_inside([target], lambda i=i: plain(i), calls)
         host_plain.append((wall - inside) / args.tokens)
-        wall, inside = time_inside([target], lambda i=i: spec(i))
+        inside_plain.append(inside)
+        passes["prefill"].append(calls[0][1])
+        passes["plain step"] += [t for _, t in calls[1:]]
+        calls = []
+        wall, inside = time_inside([target], lambda i=i: spec(i), calls)
         host_spec.append((wall - inside) / stats.rounds)
+        inside_spec.append(inside)
+        passes["round"] += [t for _, t in calls[1:]]  # the first round is also the prefill
     jobs = {}
     for i in range(len(prompts)):
         jobs[("plain", i)] = lambda i=i: plain(i)
@@ -105,6 +116,10 @@ def main() -> None:
         / (len(prompts) * args.tokens),
         "host_us_per_plain_step": 1e6 * statistics.median(host_plain),
         "host_us_per_round": 1e6 * statistics.median(host_spec),
+        # The passes alone: median ms of each kind, and the speed-up if host work were free
+        # (time in plain decoding's passes over time in speculation's, summed over prompts).
+        "pass_ms": {kind: 1e3 * statistics.median(t) for kind, t in passes.items()},
+        "passes_only_speedup": sum(inside_plain) / sum(inside_spec),
         **_speedup(base, fast, args.seed),
     }
     print(json.dumps(result, indent=1))

@@ -101,13 +101,11 @@ def _speculative_overshoots(target, drafter, prompt_token_ids, params, k):
 
 def _speculative_off_by_one_rows(target, drafter, prompt_token_ids, params, k):
     """The target's logits read one position too early: row t holds row t - 1."""
-    forward = target.forward
 
-    def early(idx, cache=None, logits_to_keep=0):
-        if 0 < logits_to_keep < idx.shape[1]:  # score one position more, drop the last
-            return forward(idx, cache, logits_to_keep + 1)[:, :-1]
-        out = forward(idx, cache)
-        return torch.cat([out[:, :1], out[:, :-1]], 1)
+    def early(idx, cache=None, logits_to_keep=0, forward=target.forward):
+        keep = logits_to_keep + 1 if 0 < logits_to_keep < idx.shape[1] else 0  # one row more
+        out = forward(idx, cache, keep)
+        return out[:, :-1] if keep else torch.cat([out[:, :1], out[:, :-1]], 1)
 
     with mock.patch.object(target, "forward", early):
         return _speculative_reference(target, drafter, prompt_token_ids, params, k)
