@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec_lib import SpeculationStats
+from specdec_lib import RoundRecord, SpeculationStats
 from specdec_lib.analysis.costs import (
     fit_batch_pass_cost,
     predict_other_run,
@@ -24,7 +24,7 @@ RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 def _stats(proposal_lengths: list[int]) -> SpeculationStats:
     s = SpeculationStats()
     for m in proposal_lengths:
-        s.record(list(range(m)), m, list(range(m + 1)), 0)
+        s.record(RoundRecord(list(range(m)), m, list(range(m + 1))), 0)
     return s
 
 

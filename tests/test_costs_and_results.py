@@ -3,7 +3,14 @@ import json
 import pytest
 import torch
 
-from specdec_lib import ModelConfig, NgramDrafter, SamplingParams, SpeculationStats, TinyGPT
+from specdec_lib import (
+    ModelConfig,
+    NgramDrafter,
+    RoundRecord,
+    SamplingParams,
+    SpeculationStats,
+    TinyGPT,
+)
 from specdec_lib.analysis.costs import (
     cost_per_token,
     kv_cache_bytes_per_token,
@@ -42,8 +49,8 @@ def test_cost_per_token_rejects_nothing_emitted_and_negative_costs():
 
 def test_stats_cost_per_token_uses_the_pooled_counts():
     stats = SpeculationStats()
-    stats.record([1, 2, 3], 3, [1, 2, 3, 4], draft_passes=3)
-    stats.record([5, 6, 7], 0, [9], draft_passes=3)
+    stats.record(RoundRecord([1, 2, 3], 3, [1, 2, 3, 4]), draft_passes=3)
+    stats.record(RoundRecord([5, 6, 7], 0, [9]), draft_passes=3)
     assert stats_cost_per_token(stats, c=0.5) == pytest.approx((2 + 0.5 * 6) / 5)
 
 

@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from specdec_lib import SpeculationStats
+from specdec_lib import RoundRecord, SpeculationStats
 from specdec_lib.analysis.theory import (
     best_k,
     conditional_acceptance,
@@ -75,7 +75,7 @@ def _stats_from(rounds):
     stats = SpeculationStats()
     for m, n in rounds:
         proposed = list(range(m))
-        stats.record(proposed, n, proposed[:n] + [0], draft_passes=0)
+        stats.record(RoundRecord(proposed, n, proposed[:n] + [0]), draft_passes=0)
     return stats
 
 

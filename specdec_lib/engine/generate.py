@@ -71,12 +71,9 @@ class RoundRecord:
 class AdaptiveK:
     """Adaptive draft length: grow after a fully accepted proposal, shrink after a rejection.
 
-    This is Hugging Face's "heuristic" schedule for assisted generation (+2 / -1, opt-in
-    there; its default keeps k constant), kept within ``[min_k, max_k]``. A round whose
-    drafter proposed nothing (the n-gram drafter found no match) says nothing about the
-    draft length and leaves it unchanged. Any object with ``min_k``, ``max_k`` and this
-    ``next_k`` can steer :func:`speculate` (the cost model's policy is
-    :class:`specdec_lib.analysis.theory.CostAwareK`).
+    Hugging Face's "heuristic" schedule for assisted generation (+2 / -1), within
+    ``[min_k, max_k]``; a round that proposed nothing leaves k unchanged. Any object with
+    ``min_k``, ``max_k`` and ``next_k`` can steer :func:`speculate` (as ``CostAwareK`` does).
     """
 
     min_k: int = 1
@@ -136,33 +133,21 @@ class SpeculationStats:
             for a, p in zip(self.position_accepted, self.position_proposed, strict=True)
         ]
 
-    def record(
-        self,
-        proposal_tokens: list[int],
-        n_accepted: int,
-        emitted: list[int],
-        draft_passes: int,
-        target_passes: int = 1,
-        k: int | None = None,
-        cache_length: int | None = None,
-    ) -> None:
+    def record(self, r: RoundRecord, draft_passes: int, target_passes: int = 1) -> None:
         """Count one request's round. A batched pass serving many requests counts once."""
-        m = len(proposal_tokens)
+        m = len(r.proposed)
         self.rounds += 1
         self.target_passes += target_passes
         self.draft_passes += draft_passes
         self.proposed += m
-        self.accepted += n_accepted
-        self.emitted += len(emitted)
-        while len(self.position_proposed) < m:
-            self.position_proposed.append(0)
-            self.position_accepted.append(0)
+        self.accepted += r.n_accepted
+        self.emitted += len(r.emitted)
+        for counts in (self.position_proposed, self.position_accepted):
+            counts += [0] * (m - len(counts))
         for i in range(m):
             self.position_proposed[i] += 1
-            self.position_accepted[i] += int(i < n_accepted)
-        self.log.append(
-            RoundRecord(list(proposal_tokens), n_accepted, list(emitted), k, cache_length)
-        )
+            self.position_accepted[i] += int(i < r.n_accepted)
+        self.log.append(r)
 
 
 def _propose(
@@ -233,9 +218,10 @@ def speculate(
             keep[b] = len(seqs[b]) + n_acc  # pending + accepted; the rest rolls back
             seqs[b] += emitted
             if stats is not None:  # the shared pass counts once, with the first request
-                length = None if cache is None else keep[b]
-                args = (proposal.draft_passes, int(b == active[0]), ks[b], length)
-                stats.record(proposal.tokens, n_acc, emitted, *args)
+                r = RoundRecord(
+                    proposal.tokens, n_acc, emitted, ks[b], None if cache is None else keep[b]
+                )
+                stats.record(r, proposal.draft_passes, int(b == active[0]))
             if adaptive_k is not None:
                 rounds[b].append((m, n_acc))
                 ks[b] = adaptive_k.next_k(ks[b], rounds[b])

@@ -25,6 +25,10 @@ def _in_unit(p: float) -> bool:
     return 0 < p <= 1
 
 
+def _warm(t: float) -> bool:
+    return t == 0 or t >= MIN_TEMPERATURE
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """How to pick each next token.
@@ -40,21 +44,15 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         # Normalised to plain Python numbers, so NumPy scalars work like any other.
-        set_ = object.__setattr__
-        set_(
-            self,
-            "temperature",
-            check_real(
-                "temperature",
-                self.temperature,
-                f"0 (greedy) or a finite number >= {MIN_TEMPERATURE}",
-                lambda t: t == 0 or t >= MIN_TEMPERATURE,
-            ),
-        )
-        if self.top_k is not None:
-            set_(self, "top_k", check_int("top_k", self.top_k))
-        set_(self, "top_p", check_real("top_p", self.top_p, "a number in (0, 1]", _in_unit))
-        set_(self, "max_tokens", check_int("max_tokens", self.max_tokens))
+        greedy_or_min = f"0 (greedy) or a finite number >= {MIN_TEMPERATURE}"
+        checked = {
+            "temperature": check_real("temperature", self.temperature, greedy_or_min, _warm),
+            "top_k": None if self.top_k is None else check_int("top_k", self.top_k),
+            "top_p": check_real("top_p", self.top_p, "a number in (0, 1]", _in_unit),
+            "max_tokens": check_int("max_tokens", self.max_tokens),
+        }
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
 
     @property
     def greedy(self) -> bool:
