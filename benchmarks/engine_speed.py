@@ -3,7 +3,7 @@ clock, the host's own work per round (time outside the target's forward passes),
 the passes' own times: a prefill, a plain step, a round's pass of k + 1 positions, and
 the speed-up the passes alone allow (the bound no host-side work can beat).
 
-    OMP_NUM_THREADS=1 python benchmarks/engine_speed.py [--prompts 12] [--repeats 15]
+    OMP_NUM_THREADS=1 python benchmarks/engine_speed.py [--prompts 12] [--repeats 15] [--out F]
     PYTHONPATH=/path/to/other/checkout python benchmarks/engine_speed.py   # another engine
 
 It calls only the engine's public API and :func:`specdec_lib.analysis.timing.interleaved`
@@ -35,6 +35,7 @@ from specdec_lib import (
     load_model,
     speculative_generate,
 )
+from specdec_lib.analysis.provenance import run_stamp
 from specdec_lib.analysis.timing import interleaved, time_inside
 from specdec_lib.text.language import workload_prompts
 
@@ -64,7 +65,9 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--k", type=int, default=7)
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--out", help="also write the JSON here")
     args = parser.parse_args()
+    stamp = run_stamp()  # the machine, the library's commit, the load before the run
     torch.set_num_threads(1)
     target, tok = load_model("target"), Tokenizer()
     prompts = [tok.encode(p) for p in workload_prompts("copy", args.prompts, args.seed)]
@@ -122,7 +125,12 @@ def main() -> None:
         "passes_only_speedup": sum(inside_plain) / sum(inside_spec),
         **_speedup(base, fast, args.seed),
     }
-    print(json.dumps(result, indent=1))
+    result["stamp"] = stamp
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
 
 
 if __name__ == "__main__":
