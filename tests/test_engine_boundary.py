@@ -159,3 +159,14 @@ def test_the_training_text_holds_notes_at_the_note_share():
     share = sum(d.startswith("Note:") for d in docs) / len(docs)
     sd = math.sqrt(NOTE_SHARE * (1 - NOTE_SHARE) / len(docs))
     assert abs(share - NOTE_SHARE) < 4 * sd, (share, len(docs))
+
+
+def test_logits_to_keep_scores_the_last_positions_and_refuses_more_than_it_has():
+    model = load_model("draft", trained=False)
+    idx = torch.tensor([[5, 6, 7, 8]])
+    with torch.inference_mode():
+        full = model(idx)
+        torch.testing.assert_close(model(idx, logits_to_keep=3), full[:, -3:])
+        for bad in (-1, 5):
+            with pytest.raises(ValueError, match=r"logits_to_keep must lie in \[0, T=4\]"):
+                model(idx, logits_to_keep=bad)

@@ -151,7 +151,12 @@ class SpeculationStats:
 
 
 def _propose(
-    drafter: Drafter, context: list[int], k: int, params: SamplingParams, generator, vocab: int
+    drafter: Drafter,
+    context: list[int],
+    k: int,
+    params: SamplingParams,
+    generator: torch.Generator | None,
+    vocab: int,
 ) -> Proposal:
     """Up to ``k`` tokens after the engine's own context. The library's drafters are
     trusted with it; anyone else's proposal is input, so it is checked."""

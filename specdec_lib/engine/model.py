@@ -63,7 +63,7 @@ class KVCache:
     ``k[layer]`` has shape ``(B, n_head, block_size, n_embd / n_head)``. Position ``t`` of
     sequence ``b`` lives at ``k[layer][b, :, t]``; entries at or beyond
     ``lengths[b]`` are stale and never attended to. The lengths are a Python list (the
-    loop reads and sets them every round; as a tensor each read is a kernel launch).
+    loop reads and sets them every round; as a tensor each read is an operator call).
     They move only here: a forward pass claims positions with ``_advance``, rollback
     gives them back with :meth:`crop`.
     """
@@ -243,6 +243,8 @@ class TinyGPT(nn.Module):
         if idx.dim() != 2:
             raise ValueError(f"idx must have shape (B, T), got {tuple(idx.shape)}")
         B, T = idx.shape
+        if not 0 <= logits_to_keep <= T:
+            raise ValueError(f"logits_to_keep must lie in [0, T={T}], got {logits_to_keep}")
         n_layer = self.config.n_layer
         if cache is None:
             if T > self.config.block_size:

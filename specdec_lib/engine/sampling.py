@@ -25,7 +25,7 @@ def _in_unit(p: float) -> bool:
     return 0 < p <= 1
 
 
-def _warm(t: float) -> bool:
+def _valid_temperature(t: float) -> bool:
     return t == 0 or t >= MIN_TEMPERATURE
 
 
@@ -46,7 +46,9 @@ class SamplingParams:
         # Normalised to plain Python numbers, so NumPy scalars work like any other.
         greedy_or_min = f"0 (greedy) or a finite number >= {MIN_TEMPERATURE}"
         checked = {
-            "temperature": check_real("temperature", self.temperature, greedy_or_min, _warm),
+            "temperature": check_real(
+                "temperature", self.temperature, greedy_or_min, _valid_temperature
+            ),
             "top_k": None if self.top_k is None else check_int("top_k", self.top_k),
             "top_p": check_real("top_p", self.top_p, "a number in (0, 1]", _in_unit),
             "max_tokens": check_int("max_tokens", self.max_tokens),
