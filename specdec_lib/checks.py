@@ -99,6 +99,36 @@ def check_prompt(prompt_token_ids: object, config: _ModelShape, max_tokens: int)
     return ids
 
 
+def check_prompts(
+    prompts: object, config: _ModelShape, max_tokens: int, k_max: int = 0
+) -> list[list[int]]:
+    """Each of at least one prompt checked by :func:`check_prompt`; with more than one, room
+    after the longest for ``max_tokens`` and a round's ``k_max`` drafted positions, which a
+    padded row of a finished or nearly finished request still takes."""
+    if isinstance(prompts, str | bytes) or not hasattr(prompts, "__len__") or not len(prompts):
+        raise ValueError("prompts must hold at least 1 prompt (a sequence of token-id lists)")
+    seqs = [check_prompt(p, config, max_tokens) for p in prompts]
+    block, longest = config.block_size, max(len(s) for s in seqs)
+    if len(seqs) > 1 and longest + max_tokens + k_max > block:
+        raise ValueError(
+            f"k must be <= {block - longest - max_tokens} here: batched speculation needs "
+            f"prompt length + max_tokens + k <= block_size={block}, got {longest} + "
+            f"{max_tokens} + {k_max}"
+        )
+    return seqs
+
+
+def check_drafters(drafters: object, n: int) -> list:
+    """``drafters`` as a list if it holds ``n`` objects with a ``name`` and a ``propose``."""
+    if not isinstance(drafters, Sequence) or len(drafters) != n:
+        got = len(drafters) if isinstance(drafters, Sequence) else type(drafters).__name__
+        raise ValueError(f"drafters must hold one drafter per prompt ({n}), got {got}")
+    for d in drafters:
+        if not (hasattr(d, "name") and callable(getattr(d, "propose", None))):
+            raise ValueError(f"drafter must have a name and a propose method, got {d!r}")
+    return list(drafters)
+
+
 class _Proposal(Protocol):
     tokens: Sequence[int]
 

@@ -1,11 +1,6 @@
-"""Batched decoding and batched speculation: several requests share each forward pass.
-
-This is the regime where speculation stops paying: plain batched decoding already
-shares each pass among B requests, and speculation's k extra positions per request,
-nearly free at batch one, compete with real work. Both functions keep the single
-request's conventions: the first pass feeds every prompt whole (right-padded), and
-each request has its own length in the shared cache, so acceptance and rollback are
-per row. Batched speculation *is* :func:`~specdec_lib.engine.generate.speculate`.
+"""Batched decoding and batched speculation: B requests share each forward pass, each with
+its own length in the shared cache, so acceptance and rollback are per row. Batched
+speculation *is* :func:`~specdec_lib.engine.generate.speculate`; it stops paying as B grows.
 """
 
 from __future__ import annotations
@@ -14,19 +9,11 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from specdec_lib.checks import check_k, check_prompt
+from specdec_lib.checks import check_drafters, check_k, check_prompts
 from specdec_lib.engine.drafters import Drafter
 from specdec_lib.engine.generate import _PAD, AdaptiveK, SpeculationStats, next_token, speculate
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
-
-
-def _check_batch(
-    model: TinyGPT, prompts: Sequence[Sequence[int]], params: SamplingParams
-) -> list[list[int]]:
-    if isinstance(prompts, str | bytes) or len(prompts) < 1:
-        raise ValueError("prompts must hold at least 1 prompt (a sequence of token-id lists)")
-    return [check_prompt(p, model.config, params.max_tokens) for p in prompts]
 
 
 @torch.inference_mode()
@@ -37,7 +24,7 @@ def generate_batch(
     generator: torch.Generator | None = None,
 ) -> list[list[int]]:
     """Plain decoding of B requests together: one forward pass per step for all of them."""
-    seqs = _check_batch(model, prompts, params)
+    seqs = check_prompts(prompts, model.config, params.max_tokens)
     width = max(len(s) for s in seqs)
     cache = model.new_cache(len(seqs))
     scored = width - min(len(s) for s in seqs) + 1  # down to the shortest prompt's last token
@@ -72,21 +59,9 @@ def speculative_generate_batch(
     positions; with greedy decoding each output equals running the request alone.
     """
     k = check_k(k, adaptive_k)
-    seqs = _check_batch(target, prompts, params)
-    block = target.config.block_size
-    longest = max(len(s) for s in seqs)
     k_max = k if adaptive_k is None else adaptive_k.max_k
-    if len(seqs) > 1 and longest + params.max_tokens + k_max > block:
-        # A padded row of a finished or nearly finished request still takes k+1 positions.
-        raise ValueError(
-            f"k must be <= {block - longest - params.max_tokens} here: batched speculation needs "
-            f"prompt length + max_tokens + k <= block_size={block}, got {longest} + "
-            f"{params.max_tokens} + {k_max}"
-        )
+    seqs = check_prompts(prompts, target.config, params.max_tokens, k_max)
     if callable(drafters):
         drafters = [drafters() for _ in seqs]
-    if len(drafters) != len(seqs):
-        raise ValueError(
-            f"drafters must hold one drafter per prompt ({len(seqs)}), got {len(drafters)}"
-        )
+    drafters = check_drafters(drafters, len(seqs))
     return speculate(target, drafters, seqs, params, k, generator, stats, adaptive_k=adaptive_k)

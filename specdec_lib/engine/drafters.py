@@ -1,7 +1,5 @@
-"""Drafters: cheap proposers of the next k tokens, each with the distribution it was drawn
-from (the residual rule divides by it; a deterministic drafter's is one-hot).
-:class:`NgramDrafter` is prompt lookup, with no model; :class:`DraftModelDrafter` runs a
-smaller model with the same vocabulary and the target's sampling processing.
+"""Drafters: cheap proposers of the next k tokens, with the distributions they drew them
+from (the residual rule divides by it). Prompt lookup needs no model; a draft model does.
 """
 
 from __future__ import annotations
@@ -27,10 +25,7 @@ Generator = torch.Generator | None
 @dataclass(frozen=True)
 class Proposal:
     """Up to k drafted ``tokens``, the (m, V) ``probs`` they were drawn from, draft passes spent.
-
-    ``probs=None`` means deterministic: all mass on each token. The n-gram drafter says so
-    instead of building an (m, V) one-hot every round that greedy decoding never reads.
-    """
+    ``probs=None`` means deterministic (one-hot), so greedy decoding never builds it."""
 
     tokens: list[int]
     probs: torch.Tensor | None = None
@@ -60,11 +55,8 @@ def one_hot_probs(tokens: Sequence[int], vocab_size: int) -> torch.Tensor:
 
 
 class LibraryDrafter:
-    """The library's drafters: ``propose`` checks its arguments, then calls ``draft``.
-
-    The engine calls ``draft`` directly on the context it built and checked itself, so
-    nothing is re-validated every round; any other drafter's proposals are checked.
-    """
+    """The library's drafters: ``propose`` checks its arguments, then calls ``draft``, which
+    the engine calls directly on its own context; other drafters' proposals are checked."""
 
     name: str
     vocab_size: int

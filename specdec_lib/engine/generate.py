@@ -1,14 +1,9 @@
 """Plain decoding and speculative decoding, with honest counting.
 
-``generate`` is the baseline: one KV-cached target pass per new token. :func:`speculate`
-is speculative decoding of one or many requests: each round, every unfinished request's
-drafter proposes up to k tokens, one target pass scores them all, and each keeps what
-verification accepts plus one token from the target. After every round the cache holds
-each request's context except the last, "pending" token; a round feeds what the cache
-lacks plus the proposal (the first round the whole prompt, so prefill and the first
-verification share a pass), right-padded to the longest row, and rollback crops each
-row's length to drop its rejected proposals. Without a cache (``use_kv_cache=False``,
-the textbook version) every round re-runs the target over the whole context.
+After each round the cache holds every request's context but its last, "pending" token,
+so the first round feeds the whole prompt plus the proposal: prefill and the first
+verification share one pass. Without a cache (the textbook version) every round re-runs
+the target over the whole context.
 """
 
 from __future__ import annotations
@@ -18,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specdec_lib.checks import check_int, check_k, check_prompt, check_proposal
+from specdec_lib.checks import check_drafters, check_int, check_k, check_prompt, check_proposal
 from specdec_lib.engine.drafters import Drafter, LibraryDrafter, Proposal
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams, argmax, process_logits, sample
@@ -255,8 +250,7 @@ def speculative_generate(
     """
     k = check_k(k, adaptive_k)
     prompt = check_prompt(prompt_token_ids, target.config, params.max_tokens)
-    if not isinstance(drafter, Drafter):
-        raise ValueError(f"drafter must have a name and a propose method, got {drafter!r}")
+    check_drafters([drafter], 1)
     return speculate(
         target, [drafter], [prompt], params, k, generator, stats, use_kv_cache, adaptive_k
     )[0]

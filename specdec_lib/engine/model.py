@@ -1,19 +1,9 @@
 """TinyGPT: a Llama-shaped decoder small enough to train and run on one CPU core.
 
-Llama's shape (RMSNorm before each sub-layer, rotary positions in the "rotate half"
-layout, a SwiGLU MLP, no biases, the output head tied to the token embedding), with
-parameter names that map one to one onto Hugging Face's ``LlamaForCausalLM``
-(``model.layers.{i}.self_attn.q_proj.weight``, ...). The one addition, switched by
-``ModelConfig.smear_keys``, is ``self_attn.k_smear`` (n_head,): each head's key at
-position j is mixed with the key at j - 1. Copying needs an *induction head* (attend
-just after an earlier occurrence of the current token), which a large model builds late
-in training from two heads in two layers; the smear hands every key its previous token,
-so one head can do it and a small model learns to copy within a few hundred steps.
-
-The KV cache is static, as in gpt-fast: rotated keys and values are written *by
-position* into buffers the size of the context window, with one length per sequence, so
-rolling back rejected draft tokens is lowering a length (stale entries are masked out
-and later overwritten), and every sequence of a batch can accept a different number.
+Parameter names map one to one onto Hugging Face's ``LlamaForCausalLM``. The one
+addition (``ModelConfig.smear_keys``) mixes each key with the previous position's, so a
+single head can copy from context and a small model learns to within a few hundred
+steps. The KV cache is static, as in gpt-fast: rolling back is lowering a length.
 """
 
 from __future__ import annotations
@@ -88,11 +78,8 @@ class KVCache:
         return pos
 
     def crop(self, lengths: int | Sequence[int]) -> None:
-        """Roll back to ``lengths`` tokens (one int for every sequence, or one each).
-
-        This is the whole of rollback: nothing is erased, the positions past the
-        new length simply stop being visible and are overwritten by the next write.
-        """
+        """Roll back to ``lengths`` tokens (one int for all, or one each): the whole of
+        rollback. Nothing is erased; later positions stop being visible until overwritten."""
         one = isinstance(lengths, Integral)
         new = [int(lengths)] * self.batch_size if one else [int(n) for n in lengths]
         if len(new) != self.batch_size or not all(

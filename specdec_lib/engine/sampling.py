@@ -1,10 +1,7 @@
 """Sampling parameters and the one function that turns logits into a distribution.
 
-Speculative sampling is exact only if the target's distribution, the draft's
-distribution and the verifier all mean the same thing by "temperature 0.7,
-top-k 50, top-p 0.9". So there is exactly one place that applies them,
-:func:`process_logits`, and the target, the draft model and verification all
-call it. Order: temperature, then top-k, then top-p (as in Hugging Face and vLLM).
+Speculative sampling is exact only if target, draft and verifier agree on what
+"temperature 0.7, top-k 50, top-p 0.9" means, so all three call :func:`process_logits`.
 """
 
 from __future__ import annotations
@@ -19,14 +16,6 @@ from specdec_lib.checks import check_int, check_real
 # Below this, logits / temperature overflows float64 for ordinary logits and the
 # probabilities come out NaN; a temperature that small is greedy in all but name.
 MIN_TEMPERATURE = 1e-6
-
-
-def _in_unit(p: float) -> bool:
-    return 0 < p <= 1
-
-
-def _valid_temperature(t: float) -> bool:
-    return t == 0 or t >= MIN_TEMPERATURE
 
 
 @dataclass(frozen=True)
@@ -47,10 +36,13 @@ class SamplingParams:
         greedy_or_min = f"0 (greedy) or a finite number >= {MIN_TEMPERATURE}"
         checked = {
             "temperature": check_real(
-                "temperature", self.temperature, greedy_or_min, _valid_temperature
+                "temperature",
+                self.temperature,
+                greedy_or_min,
+                lambda t: t == 0 or t >= MIN_TEMPERATURE,
             ),
             "top_k": None if self.top_k is None else check_int("top_k", self.top_k),
-            "top_p": check_real("top_p", self.top_p, "a number in (0, 1]", _in_unit),
+            "top_p": check_real("top_p", self.top_p, "a number in (0, 1]", lambda p: 0 < p <= 1),
             "max_tokens": check_int("max_tokens", self.max_tokens),
         }
         for name, value in checked.items():
@@ -89,11 +81,8 @@ def process_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor
 
 
 def argmax(logits: torch.Tensor) -> list[int] | int:
-    """The index of each row's first maximum (an int for one row).
-
-    NumPy's argmax is vectorised and torch's, on CPU, is not: for a round's (8, 4253)
-    rows torch takes about ten times as long. Ties and NaN go to the first, as in torch.
-    """
+    """The index of each row's first maximum (an int for one row), ties and NaN to the first.
+    NumPy's, because on CPU torch's takes ten times as long for a round's (8, 4253) rows."""
     return logits.numpy(force=True).argmax(-1).tolist()
 
 

@@ -1,19 +1,9 @@
 """Verification: which drafted tokens the target keeps, and the one token it adds.
 
-Every rule here sees the target's logits at the k+1 positions after the context
-(row i scores the token that follows ``context + proposed[:i]``) and returns
-``(emitted, n_accepted)``: the accepted prefix of the proposal followed by exactly
-one token from the target, either the correction at the first rejection or, when
-all k were accepted, the bonus token from row k. A round therefore always emits
-between 1 and k+1 tokens.
-
-:func:`greedy_rule` keeps a proposal iff it is the target's argmax: exact for greedy
-decoding by construction. :func:`sampled_rule` with :func:`residual_distribution` is
-the residual rule (Leviathan et al. 2023; Chen et al. 2023): accept x with probability
-min(1, p(x)/q(x)), on rejection draw from norm(max(0, p - q)), and the output is
-distributed exactly as p; with :func:`target_distribution` it is the plausible bug, the
-course's negative control. The rules trust their inputs (the engine calls them every
-round on its own tensors); the ``accept_*`` functions check anyone else's, then call them.
+Each rule sees the target's logits at the k+1 positions after the context (row i scores
+the token after ``context + proposed[:i]``) and returns ``(emitted, n_accepted)``: the
+accepted prefix, then one target token (the correction, or the bonus from row k). The
+rules trust their inputs (the engine's own tensors); ``accept_*`` check anyone else's.
 """
 
 from __future__ import annotations
@@ -63,9 +53,11 @@ def sampled_rule(
     generator: torch.Generator | None,
     replacement: Replacement = residual_distribution,
 ) -> tuple[list[int], int]:
-    """The sampled verification loop; ``replacement`` is what a rejection draws from.
+    """The sampled verification loop (Leviathan et al. 2023; Chen et al. 2023).
 
-    The correct rule and the biased one are this loop with one argument changed.
+    Accept x with probability min(1, p(x)/q(x)); on rejection draw from ``replacement``.
+    The residual makes the output distributed exactly as p; ``target_distribution``, the
+    plausible bug, does not. The correct rule and the biased one differ in one argument.
     """
     p = process_logits(target_logits, params)  # (k+1, V), the target's processed distribution
     q = draft_probs.detach().to(torch.float64)  # (k, V)
@@ -90,13 +82,9 @@ def accept_sampled(
     generator: torch.Generator | None = None,
     replacement: Replacement = residual_distribution,
 ) -> tuple[list[int], int]:
-    """The residual rule on checked inputs: output tokens are distributed exactly as the target's.
-
-    ``target_logits`` (k+1, V) raw target logits, processed here with ``params``;
-    ``draft_probs`` (k, V) the distributions the k ``proposed`` tokens were drawn
-    from (one-hot for a deterministic drafter), already processed by the drafter.
-    ``replacement`` is what a rejection draws from (:func:`sampled_rule`).
-    """
+    """:func:`sampled_rule` on checked inputs: raw (k+1, V) ``target_logits``, processed
+    here with ``params``, and the (k, V) ``draft_probs`` the k ``proposed`` tokens were
+    drawn from (one-hot for a deterministic drafter), already processed by the drafter."""
     target_logits, ids = check_target_logits(target_logits, proposed)
     check_draft_probs(draft_probs, ids, target_logits.shape[-1])
     return sampled_rule(target_logits, draft_probs, ids, params, generator, replacement)
