@@ -22,6 +22,10 @@ import torch
 _SUM_TOLERANCE = 1e-4
 
 
+class _Batched(Protocol):
+    batch_size: int
+
+
 class _ModelShape(Protocol):
     vocab_size: int
     block_size: int
@@ -127,6 +131,49 @@ def check_drafters(drafters: object, n: int) -> list:
         if not (hasattr(d, "name") and callable(getattr(d, "propose", None))):
             raise ValueError(f"drafter must have a name and a propose method, got {d!r}")
     return list(drafters)
+
+
+def check_model_config(config: object) -> None:
+    """A TinyGPT shape: integer sizes >= 1, an even head size, a rotary base > 1."""
+    for name in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd", "n_hidden"):
+        check_int(name, getattr(config, name))
+    n_embd, n_head = config.n_embd, config.n_head  # type: ignore[attr-defined]
+    if n_embd % n_head or (n_embd // n_head) % 2:
+        raise ValueError(
+            f"n_embd / n_head must be an even integer, got n_embd={n_embd}, n_head={n_head}"
+        )
+    check_real("rope_theta", config.rope_theta, "a number > 1", lambda t: t > 1)  # type: ignore[attr-defined]
+
+
+def check_forward(
+    idx: torch.Tensor, cache: _Batched | None, logits_to_keep: int, block_size: int
+) -> tuple[int, int]:
+    """``(B, T)`` of a forward pass's ``idx`` if it fits its cache (or, uncached, the
+    window) and ``logits_to_keep`` lies in [0, T]; else ``ValueError``."""
+    if idx.dim() != 2:
+        raise ValueError(f"idx must have shape (B, T), got {tuple(idx.shape)}")
+    B, T = idx.shape
+    if not 0 <= logits_to_keep <= T:
+        raise ValueError(f"logits_to_keep must lie in [0, T={T}], got {logits_to_keep}")
+    if cache is None and T > block_size:
+        raise ValueError(f"sequence length must be <= block_size={block_size}, got {T}")
+    if cache is not None and cache.batch_size != B:
+        raise ValueError(f"cache batch size {cache.batch_size} != input batch size {B}")
+    return B, T
+
+
+def check_sampling_params(params: object, min_temperature: float) -> dict[str, object]:
+    """``params``' fields as plain Python numbers, NumPy scalars included, else ``ValueError``."""
+    t, top_k, top_p = params.temperature, params.top_k, params.top_p  # type: ignore[attr-defined]
+    greedy_or_min = f"0 (greedy) or a finite number >= {min_temperature}"
+    return {
+        "temperature": check_real(
+            "temperature", t, greedy_or_min, lambda v: v == 0 or v >= min_temperature
+        ),
+        "top_k": None if top_k is None else check_int("top_k", top_k),
+        "top_p": check_real("top_p", top_p, "a number in (0, 1]", lambda v: 0 < v <= 1),
+        "max_tokens": check_int("max_tokens", params.max_tokens),  # type: ignore[attr-defined]
+    }
 
 
 class _Proposal(Protocol):

@@ -8,15 +8,21 @@ trusts its own tensors every round after; these tests pin what the boundary refu
 import math
 import random
 
+import numpy as np
 import pytest
 import torch
 
 from specdec_lib import RoundRecord, SamplingParams, SpeculationStats, TinyGPT
 from specdec_lib.checks import (
     check_draft_probs,
+    check_drafters,
+    check_forward,
     check_k,
+    check_model_config,
     check_prompt,
+    check_prompts,
     check_proposal,
+    check_sampling_params,
     check_target_logits,
 )
 from specdec_lib.engine.drafters import LibraryDrafter, NgramDrafter, Proposal, one_hot_probs
@@ -47,6 +53,56 @@ def test_check_prompt_refuses_text_empty_prompts_and_prompts_that_leave_no_room(
             check_prompt(bad, config, max_tokens=4)
     with pytest.raises(ValueError, match=r"max_tokens must be <= 6 .*context window 16"):
         check_prompt([1] * 10, config, max_tokens=10)
+
+
+def test_check_prompts_leaves_a_batch_room_for_a_padded_round_and_a_single_request_none():
+    config = ModelConfig(block_size=16, vocab_size=V)
+    assert check_prompts([[1] * 10, [2]], config, max_tokens=4, k_max=2) == [[1] * 10, [2]]
+    assert check_prompts([[1] * 10], config, max_tokens=6, k_max=9) == [[1] * 10]  # no padding
+    with pytest.raises(ValueError, match=r"k must be <= 2 here.*got 10 \+ 4 \+ 3"):
+        check_prompts([[1] * 10, [2]], config, max_tokens=4, k_max=3)
+    for bad in ([], "12", 5):
+        with pytest.raises(ValueError, match="prompts must hold at least 1 prompt"):
+            check_prompts(bad, config, max_tokens=4)
+
+
+def test_check_drafters_wants_one_drafter_with_a_name_and_propose_per_prompt():
+    drafters = (NgramDrafter(), NgramDrafter())
+    assert check_drafters(drafters, 2) == list(drafters)
+    with pytest.raises(ValueError, match=r"one drafter per prompt \(3\), got 2"):
+        check_drafters(drafters, 3)
+    with pytest.raises(ValueError, match="drafter must have a name and a propose method"):
+        check_drafters([NgramDrafter(), object()], 2)
+    with pytest.raises(ValueError, match="drafter must have a name and a propose method"):
+        speculative_generate(load_model("draft", trained=False), "ngram", [1, 2], SAMPLED)
+
+
+def test_check_sampling_params_returns_plain_numbers_and_names_the_bad_field():
+    raw = SamplingParams.__new__(SamplingParams)  # unchecked, to hand the helper directly
+    for name, value in dict(
+        temperature=np.float32(0.5), top_k=np.int64(3), top_p=1, max_tokens=np.int16(4)
+    ).items():
+        object.__setattr__(raw, name, value)
+    checked = check_sampling_params(raw, min_temperature=1e-6)
+    assert checked == dict(temperature=0.5, top_k=3, top_p=1.0, max_tokens=4)
+    assert [type(v) for v in checked.values()] == [float, int, float, int]
+    object.__setattr__(raw, "temperature", 1e-7)
+    with pytest.raises(
+        ValueError, match=r"temperature must be 0 \(greedy\) or a finite number >= 1e-06"
+    ):
+        check_sampling_params(raw, min_temperature=1e-6)
+
+
+def test_check_model_config_names_the_bad_field():
+    check_model_config(ModelConfig())
+    for kwargs, name in [
+        (dict(n_layer=0), "n_layer"),
+        (dict(n_head=3), "n_embd / n_head"),
+        (dict(rope_theta=1.0), "rope_theta"),
+        (dict(rope_theta="big"), "rope_theta"),
+    ]:
+        with pytest.raises(ValueError, match=name):
+            ModelConfig(**kwargs)
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf])
@@ -170,3 +226,10 @@ def test_logits_to_keep_scores_the_last_positions_and_refuses_more_than_it_has()
         for bad in (-1, 5):
             with pytest.raises(ValueError, match=r"logits_to_keep must lie in \[0, T=4\]"):
                 model(idx, logits_to_keep=bad)
+        assert check_forward(idx, model.new_cache(1), 4, block_size=4) == (1, 4)
+        with pytest.raises(ValueError, match=r"idx must have shape \(B, T\)"):
+            model(idx[0])
+        with pytest.raises(ValueError, match="cache batch size 2 != input batch size 1"):
+            model(idx, model.new_cache(2))
+        with pytest.raises(ValueError, match="sequence length must be <= block_size"):
+            model(torch.zeros(1, model.config.block_size + 1, dtype=torch.long))

@@ -49,9 +49,8 @@ class Drafter(Protocol):
 
 def one_hot_probs(tokens: Sequence[int], vocab_size: int) -> torch.Tensor:
     """(len(tokens), V) rows that put all mass on each token: a deterministic drafter's q."""
-    probs = torch.zeros(len(tokens), vocab_size, dtype=torch.float64)
-    probs[torch.arange(len(tokens)), torch.as_tensor(list(tokens), dtype=torch.long)] = 1.0
-    return probs
+    ids = torch.as_tensor(list(tokens), dtype=torch.long)
+    return torch.nn.functional.one_hot(ids, vocab_size).to(torch.float64)
 
 
 class LibraryDrafter:
@@ -151,16 +150,10 @@ class DraftModelDrafter(LibraryDrafter):
     def draft(self, context: list[int], k: int, params: Params, generator: Generator) -> Proposal:
         if params is None:
             raise ValueError("params must be the SamplingParams the draft samples with")
-        if k == 0:
-            return Proposal([], torch.zeros(0, self.vocab_size, dtype=torch.float64))
         tokens: list[int] = []
-        rows: list[torch.Tensor] = []
-        logits = self._logits_after(context)
-        for i in range(k):
-            probs = process_logits(logits, params)  # same processing as the target
-            token = int(probs.argmax()) if params.greedy else sample(probs, generator)
-            tokens.append(token)
-            rows.append(probs)
-            if i + 1 < k:
-                logits = self._logits_after(context + tokens)
-        return Proposal(tokens, torch.stack(rows), draft_passes=k)
+        rows = torch.zeros(k, self.vocab_size, dtype=torch.float64)
+        for i in range(k):  # one pass per token; the cache already holds all but the last
+            probs = process_logits(self._logits_after(context + tokens), params)  # as the target
+            tokens.append(int(probs.argmax()) if params.greedy else sample(probs, generator))
+            rows[i] = probs
+        return Proposal(tokens, rows, draft_passes=k)

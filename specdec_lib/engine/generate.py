@@ -94,11 +94,8 @@ class AdaptiveK:
 
 @dataclass
 class SpeculationStats:
-    """Counts from one or more ``speculative_generate`` calls (pass the same object to pool them).
-
-    ``emitted`` counts only tokens returned to the caller; nothing cut off by
-    ``max_tokens`` is counted, because the generator never drafts past it.
-    """
+    """Counts from one or more ``speculative_generate`` calls (pass the same object to pool
+    them). ``emitted`` counts only tokens returned: the loop never drafts past ``max_tokens``."""
 
     rounds: int = 0
     target_passes: int = 0
@@ -242,11 +239,9 @@ def speculative_generate(
 ) -> list[int]:
     """Speculative decoding of one request: draft up to ``k`` tokens, verify them in one pass.
 
-    Greedy (``temperature=0``) returns exactly what :func:`generate` returns; with
-    sampling, the residual rule makes the output distributed exactly as the target's.
-    ``use_kv_cache=False`` is the textbook version that re-runs the target over the whole
-    context each round. With ``adaptive_k``, ``k`` is the first round's draft length and
-    later rounds follow ``adaptive_k.next_k`` (:class:`AdaptiveK`).
+    Greedy returns exactly what :func:`generate` returns; sampled, the output is distributed
+    exactly as the target's. ``use_kv_cache=False`` re-runs the target over the whole context
+    each round. With ``adaptive_k``, ``k`` is only the first round's draft length.
     """
     k = check_k(k, adaptive_k)
     prompt = check_prompt(prompt_token_ids, target.config, params.max_tokens)

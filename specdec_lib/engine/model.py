@@ -18,7 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from specdec_lib.checks import check_int
+from specdec_lib.checks import check_forward, check_int, check_model_config
 from specdec_lib.text.tokenizer import Tokenizer
 
 
@@ -36,15 +36,7 @@ class ModelConfig:
     smear_keys: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd", "n_hidden"):
-            check_int(name, getattr(self, name))
-        if self.n_embd % self.n_head or (self.n_embd // self.n_head) % 2:
-            raise ValueError(
-                f"n_embd / n_head must be an even integer, got n_embd={self.n_embd}, "
-                f"n_head={self.n_head}"
-            )
-        if not self.rope_theta > 1:
-            raise ValueError(f"rope_theta must be > 1, got {self.rope_theta!r}")
+        check_model_config(self)
 
 
 class KVCache:
@@ -224,25 +216,13 @@ class TinyGPT(nn.Module):
         each sequence's cached length, written into the cache, and the lengths
         advance by T. Without one, ``idx`` is the whole sequence from position 0.
         ``logits_to_keep=n`` scores only the last n positions (0: all), as in Hugging
-        Face: a prefill needs one row, not one per prompt token, and the output head
-        is the largest matrix here.
+        Face: a prefill needs one row of the output head, the largest matrix here.
         """
-        if idx.dim() != 2:
-            raise ValueError(f"idx must have shape (B, T), got {tuple(idx.shape)}")
-        B, T = idx.shape
-        if not 0 <= logits_to_keep <= T:
-            raise ValueError(f"logits_to_keep must lie in [0, T={T}], got {logits_to_keep}")
-        n_layer = self.config.n_layer
+        B, T = check_forward(idx, cache, logits_to_keep, self.config.block_size)
         if cache is None:
-            if T > self.config.block_size:
-                raise ValueError(
-                    f"sequence length must be <= block_size={self.config.block_size}, got {T}"
-                )
             pos = torch.arange(T)[None, :].expand(B, T)  # (B, T)
-            kvs, mask = [None] * n_layer, None  # plain causal attention
+            kvs, mask = [None] * self.config.n_layer, None  # plain causal attention
         else:
-            if cache.batch_size != B:
-                raise ValueError(f"cache batch size {cache.batch_size} != input batch size {B}")
             pos = cache._advance(T)  # (B, T)
             kvs = list(zip(cache.k, cache.v, strict=True))
             # Query at position p sees keys 0..p of its own sequence, nothing stale.

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specdec_lib.checks import check_int, check_real
+from specdec_lib.checks import check_sampling_params
 
 # Below this, logits / temperature overflows float64 for ordinary logits and the
 # probabilities come out NaN; a temperature that small is greedy in all but name.
@@ -32,21 +32,8 @@ class SamplingParams:
     max_tokens: int = 64
 
     def __post_init__(self) -> None:
-        # Normalised to plain Python numbers, so NumPy scalars work like any other.
-        greedy_or_min = f"0 (greedy) or a finite number >= {MIN_TEMPERATURE}"
-        checked = {
-            "temperature": check_real(
-                "temperature",
-                self.temperature,
-                greedy_or_min,
-                lambda t: t == 0 or t >= MIN_TEMPERATURE,
-            ),
-            "top_k": None if self.top_k is None else check_int("top_k", self.top_k),
-            "top_p": check_real("top_p", self.top_p, "a number in (0, 1]", lambda p: 0 < p <= 1),
-            "max_tokens": check_int("max_tokens", self.max_tokens),
-        }
-        for name, value in checked.items():
-            object.__setattr__(self, name, value)
+        for name, value in check_sampling_params(self, MIN_TEMPERATURE).items():
+            object.__setattr__(self, name, value)  # plain Python numbers, even from NumPy
 
     @property
     def greedy(self) -> bool:

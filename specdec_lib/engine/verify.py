@@ -97,12 +97,10 @@ def accept_sampled_biased(
     params: SamplingParams,
     generator: torch.Generator | None = None,
 ) -> tuple[list[int], int]:
-    """WRONG ON PURPOSE: on rejection, resample from p_target instead of the residual.
+    """WRONG ON PURPOSE, the negative control: on rejection, resample from p, not the residual.
 
-    The negative control. The drafted token x already received q(x)·min(1, p/q) of
-    mass through acceptance; drawing the replacement from p gives it more, so the
-    output leans towards what the drafter liked. For a one-hot drafter proposing d,
-    P(d) = p + (1 - p)·p = p(2 - p) instead of p. Never use it to generate.
+    Acceptance already gave the drafted token its share, so the output leans towards the
+    drafter: a one-hot drafter's d gets P(d) = p + (1 - p)·p = p(2 - p), not p.
     """
     args = (target_logits, draft_probs, proposed, params, generator)
     return accept_sampled(*args, replacement=target_distribution)
