@@ -1,7 +1,9 @@
 """Greedy copy at k = 7, batch one: speculative decoding against plain decoding, by wall
 clock, the host's own work per round (time outside the target's forward passes), and
 the passes' own times: a prefill, a plain step, a round's pass of k + 1 positions, and
-the speed-up the passes alone allow (the bound no host-side work can beat).
+the speed-up the passes alone allow (the bound no host-side work can beat), and the
+speed-up no round could beat on this core (``peak_bound``: extra positions at the
+arithmetic peak of a matrix product, host work free).
 
     OMP_NUM_THREADS=1 python benchmarks/engine_speed.py [--prompts 12] [--repeats 15] [--out F]
     PYTHONPATH=/path/to/other/checkout python benchmarks/engine_speed.py   # another engine
@@ -22,6 +24,7 @@ import argparse
 import json
 import random
 import statistics
+import time
 
 import torch
 
@@ -55,6 +58,29 @@ def _speedup(base: list[list[float]], spec: list[list[float]], seed: int) -> dic
         "speedup": ratio(list(range(n_p)), list(range(n_r))),
         "low": boot[49],
         "high": boot[1949],
+    }
+
+
+def _peak_bound(target, pass_ms: dict[str, float], args, rounds: float) -> dict[str, float]:
+    """The most any round could give here: plain decoding's passes as measured; each of
+    speculation's passes a plain step's cost plus k positions at this core's peak in a
+    matrix product (2 FLOP per weight per position, attention not counted), host work free."""
+    a, b = torch.randn(512, 1024), torch.randn(1024, 1024)
+    times = []
+    for _ in range(21):
+        start = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - start)
+    peak = 2 * 512 * 1024 * 1024 / min(times[3:])  # FLOP/s, the fastest product
+    position_ms = 1e3 * 2 * target.num_parameters() / peak
+    prefill, step = pass_ms["prefill"], pass_ms["plain step"]
+    plain = prefill + (args.tokens - 1) * step
+    spec = prefill + args.k * position_ms + (rounds - 1) * (step + args.k * position_ms)
+    return {
+        "peak_gflops": peak / 1e9,
+        "ms_per_position_at_peak": position_ms,
+        "ms_per_extra_position_measured": (pass_ms["round"] - step) / args.k,
+        "speedup_at_most": plain / spec,
     }
 
 
@@ -125,6 +151,7 @@ def main() -> None:
         "passes_only_speedup": sum(inside_plain) / sum(inside_spec),
         **_speedup(base, fast, args.seed),
     }
+    result["peak_bound"] = _peak_bound(target, result["pass_ms"], args, rounds / len(prompts))
     result["stamp"] = stamp
     text = json.dumps(result, indent=1)
     print(text)
