@@ -90,7 +90,7 @@ def interval(k: int, n: int, level: float = 0.95) -> list[float]:
 def setup() -> tuple[torch.Tensor, int, torch.Tensor]:
     """Untrained target's next-token logits after the prompt, the drafted token, its q."""
     torch.set_num_threads(1)
-    target = load_model("target", trained=False)
+    target = load_model("target", trained=False).double()  # float64: the same on every CPU
     ids = Tokenizer().encode(CONTEXT)
     with torch.inference_mode():
         logits = target(torch.tensor([ids]))[0, -1]  # (V,)

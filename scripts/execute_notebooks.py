@@ -32,8 +32,8 @@ CHAPTERS = ROOT / "chapters"
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 
-def execute(path: Path, timeout: int) -> float:
-    """Execute one notebook in place; return its wall time in seconds."""
+def execute_copy(path: Path, timeout: int = 600) -> nbformat.NotebookNode:
+    """Execute the notebook at ``path`` from its own folder; return it, leaving the file alone."""
     nb = nbformat.read(path, as_version=4)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata.pop("widgets", None)  # stale widget state from an earlier run
@@ -47,9 +47,7 @@ def execute(path: Path, timeout: int) -> float:
         store_widget_state=True,
         record_timing=False,
     )
-    start = time.perf_counter()
     client.execute()
-    elapsed = time.perf_counter() - start
     # An exception raised while displaying a result (a broken figure, say) does
     # not fail the cell's execution; it only leaves an error output. Catch it here.
     for index, cell in enumerate(nb.cells):
@@ -62,6 +60,14 @@ def execute(path: Path, timeout: int) -> float:
                     output.get("evalue", ""),
                 )
     nbformat.validate(nb)
+    return nb
+
+
+def execute(path: Path, timeout: int) -> float:
+    """Execute one notebook in place; return its wall time in seconds."""
+    start = time.perf_counter()
+    nb = execute_copy(path, timeout)
+    elapsed = time.perf_counter() - start
     nbformat.write(nb, path)
     return elapsed
 

@@ -7,7 +7,9 @@ bottom, an ignored output with no reason given, a repository URL typed twice.
 
 from __future__ import annotations
 
+import ast
 import json
+import math
 import re
 import subprocess
 import sys
@@ -139,6 +141,35 @@ def test_binder_installs_the_same_torch_release_as_requirements():
     assert torch_pin(ROOT / "binder" / "requirements.txt") == torch_pin(ROOT / "requirements.txt")
 
 
+def _pins(path: Path) -> dict[str, str]:
+    pins = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "--extra-index-url", "-e .[course]")):
+            continue
+        name, sep, version = line.partition("==")
+        assert sep and version and " " not in line, f"{path.name}: not an exact pin: {line!r}"
+        pins[name.lower()] = version
+    return pins
+
+
+def test_every_installed_package_is_locked_to_one_version_and_binder_uses_the_same_lock():
+    locked = _pins(ROOT / "requirements.txt")
+    binder = _pins(ROOT / "binder" / "requirements.txt")
+    assert {"torch", "transformers", "numpy", "matplotlib", "nbconvert", "jupyter-book"} <= set(
+        locked
+    )
+    assert binder.pop("torch") == locked["torch"] + "+cpu"
+    assert binder.pop("jupyterlab-myst")
+    assert binder == {k: v for k, v in locked.items() if k != "torch"}
+    wanted = [
+        re.split(r"[=<>\[ ;]", line.strip())[0].lower()
+        for line in (ROOT / "requirements.in").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith(("#", "-e"))
+    ]
+    assert set(wanted) <= set(locked), "requirements.in names a package the lock lacks"
+
+
 def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
@@ -232,6 +263,57 @@ def test_every_number_glued_into_the_prose_is_glued_by_the_same_notebook(path):
                 glued.add(name)
     missing = sorted(used - glued)
     assert not missing, f"{path.name}: prose uses glue names no cell glued: {missing}"
+
+
+def _significant_digits_shown(value: float, spec: str) -> int:
+    """How many significant digits ``format(value, spec)`` shows (myst-nb's glue:text)."""
+    match = re.fullmatch(r"[^.]*?(?:\.(\d+))?([eEfFgG%n,d]?)", spec)
+    if not match or value == 0 or not math.isfinite(value):
+        return 0
+    places, kind = int(match.group(1) or 0), match.group(2)
+    if kind in "eE" and kind:
+        return places + 1
+    if kind in ("g", "G"):
+        return places or 6
+    magnitude = math.floor(math.log10(abs(value * (100 if kind == "%" else 1)))) + 1
+    shown = magnitude + (places if kind in ("f", "F", "%") else 0)
+    if kind in ("", ",", "n", "d") and not match.group(1):
+        shown = len(repr(value).split("e")[0].replace("-", "").replace(".", "").strip("0"))
+    return max(shown, 1)
+
+
+def _stored_significant_digits(value: float) -> int:
+    mantissa = repr(value).split("e")[0].replace("-", "").replace(".", "")
+    return len(mantissa.strip("0")) or 1
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_no_prose_number_shows_more_digits_than_its_notebook_stored(path):
+    """A glued float keeps GLUE_DIGITS significant digits (more when the chapter asks):
+    a role that formats it with more would show digits that were never compared."""
+    from specdec_lib.course.notebook import GLUE_DIGITS
+
+    nb = nbformat.read(path, as_version=4)
+    stored = {}
+    for cell in code_cells(nb):
+        for output in cell.outputs:
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            text = next((v for k, v in output.get("data", {}).items() if "text/plain" in k), None)
+            if name and text is not None:
+                stored[name] = text
+    prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    too_precise = []
+    for name, spec in re.findall(r"\{glue(?::text)?\}`([^`:<]+?):([^`]*)`", prose):
+        try:
+            value = ast.literal_eval(stored.get(name, "None"))
+        except (ValueError, SyntaxError):
+            continue
+        if not isinstance(value, float):
+            continue
+        allowed = max(GLUE_DIGITS, _stored_significant_digits(value))
+        if _significant_digits_shown(value, spec) > allowed:
+            too_precise.append(f"{name}:{spec} shows {format(value, spec)} from {value!r}")
+    assert not too_precise, f"{path.name}: {too_precise}"
 
 
 def test_every_nbval_sanitize_pattern_is_read_and_compiles():

@@ -15,7 +15,14 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from specdec_lib import Tokenizer, speculative_generate  # noqa: E402
-from specdec_lib.course.notebook import _plain, glue, show_source  # noqa: E402
+from specdec_lib.course.notebook import (  # noqa: E402
+    GLUE_DIGITS,
+    _plain,
+    glue,
+    power_of_ten_above,
+    rounded,
+    show_source,
+)
 from specdec_lib.course.plotting import check_figure, new_figure, use_course_style  # noqa: E402
 from specdec_lib.course.rounds_view import render_rounds  # noqa: E402
 from specdec_lib.text.language import LEXICON  # noqa: E402
@@ -72,6 +79,35 @@ def test_glue_values_are_plain_python_numbers_so_format_specs_work():
     assert type(_plain(torch.tensor(1.5))) is float
     assert type(_plain(np.bool_(True))) is bool
     assert _plain("text") == "text"
+
+
+def test_glued_floats_keep_only_the_digits_that_repeat_across_cpus(monkeypatch):
+    stored = {}
+    fake = type(sys)("myst_nb")
+    fake.glue = lambda name, value, display=False: stored.__setitem__(name, value)
+    monkeypatch.setitem(sys.modules, "myst_nb", fake)
+    glue("noisy", 8.327820914337611)
+    glue("counts", 2 / 3, digits=6)
+    glue("whole", 25_255_296)
+    assert stored == {"noisy": 8.328, "counts": 0.666667, "whole": 25_255_296}
+    assert GLUE_DIGITS == 4
+    assert rounded(0.6000000000000001) == 0.6 and rounded(0.0) == 0.0
+    assert rounded(-1.23456e-5, 2) == -1.2e-5
+    for bad in (0, 18, 2.0, True):
+        with pytest.raises(ValueError, match="digits must be an integer in \\[1, 17\\]"):
+            rounded(1.0, bad)
+
+
+def test_a_rounding_error_is_shown_as_the_power_of_ten_it_stays_under():
+    assert power_of_ten_above(1.1e-19) == 1e-14  # the floor
+    assert power_of_ten_above(1.5e-5) == power_of_ten_above(1.3e-5) == 1e-4
+    assert power_of_ten_above(0.0, floor=1e-12) == 1e-12
+    assert power_of_ten_above(1e-3) == 1e-3
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="x must be a finite number >= 0"):
+            power_of_ten_above(bad)
+    with pytest.raises(ValueError, match="floor must be"):
+        power_of_ten_above(1.0, floor=0.0)
 
 
 def test_glue_works_without_myst_nb(monkeypatch):

@@ -88,13 +88,14 @@ def test_acceptance_per_position_counts_each_draft_position(target, prompts):
 
 
 def test_trained_target_copies_the_quoted_passage_and_untrained_does_not(target, tok):
-    # 160 unseen copy prompts (the five seeds of benchmarks/copy_accuracy.py) x the first 64
-    # tokens of the quoted passage. Training text is seeded apart from every workload seed, so
-    # the model copies from its context; it cannot recall the passage.
-    examples = [e for seed in COPY_SEEDS for e in workload_examples("copy", 32, seed)]
+    # 32 unseen copy prompts (the first seed of benchmarks/copy_accuracy.py, whose five seeds
+    # and 160 prompts measure the course's bar) x the first 64 tokens of the quoted passage.
+    # Training text is seeded apart from every workload seed, so the model copies from its
+    # context; it cannot recall the passage.
+    examples = workload_examples("copy", 32, COPY_SEEDS[0])
     assert copy_accuracy(target, examples, n_tokens=64) >= 0.99
     untrained = load_model("target", trained=False)
-    assert copy_accuracy(untrained, examples[:32], n_tokens=64) <= 0.05
+    assert copy_accuracy(untrained, examples[:16], n_tokens=64) <= 0.05
 
 
 @pytest.mark.parametrize(

@@ -10,12 +10,20 @@
 from __future__ import annotations
 
 import inspect
+import math
 import numbers
 import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SourceListing", "glue", "show_source"]
+__all__ = [
+    "GLUE_DIGITS",
+    "SourceListing",
+    "glue",
+    "power_of_ten_above",
+    "rounded",
+    "show_source",
+]
 
 
 def _plain(value: Any) -> Any:
@@ -37,16 +45,58 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def glue(name: str, value: Any, display: bool = False) -> None:
-    """Record ``value`` under ``name`` for the prose.
+GLUE_DIGITS = 4
+"""Significant digits a glued float keeps unless the chapter asks for more or fewer.
+
+A float computed through float32 kernels moves in its 7th or 8th significant digit
+from one CPU (or thread count) to another, and a glued value is stored, and
+compared by ``pytest``, as the text of the value: glued at full precision, it
+passes only on the machine that stored it. Four digits are what the prose shows
+(it formats with ``.2f``, ``.1%``, ``.3f`` and the like), and they move across
+kernels only when a value sits within about 1e-7 of a rounding edge.
+``tests/test_book.py`` checks that no prose role shows more digits than were kept.
+"""
+
+
+def rounded(value: float, digits: int = GLUE_DIGITS) -> float:
+    """``value`` to ``digits`` significant digits (0, inf and nan unchanged)."""
+    if not isinstance(digits, int) or isinstance(digits, bool) or not 1 <= digits <= 17:
+        raise ValueError(f"digits must be an integer in [1, 17], got {digits!r}")
+    if value == 0 or value != value or value in (float("inf"), float("-inf")):
+        return value
+    return float(f"{value:.{digits}g}")
+
+
+def power_of_ten_above(x: float, floor: float = 1e-14) -> float:
+    """The smallest power of ten at or above ``x``, and at least ``floor``.
+
+    What a chapter prints for a rounding error (``|P(y) - p(y)|`` of an exact
+    computation, a logit difference between two implementations): the error
+    itself changes with the order of a float sum, so with the CPU's vector width
+    and thread count, while the bound it stays under does not.
+    """
+    if not math.isfinite(x) or x < 0:
+        raise ValueError(f"x must be a finite number >= 0, got {x!r}")
+    if not (math.isfinite(floor) and floor > 0):
+        raise ValueError(f"floor must be a finite number > 0, got {floor!r}")
+    return max(floor, 0.0 if x == 0 else 10.0 ** math.ceil(math.log10(x)))
+
+
+def glue(name: str, value: Any, display: bool = False, digits: int = GLUE_DIGITS) -> None:
+    """Record ``value`` under ``name`` for the prose, floats to ``digits`` significant digits.
 
     On the website, ``{glue:text}`name:.2f``` in a Markdown cell shows the
     value that this cell computed when the notebook was last executed (and
-    that ``pytest`` re-checked). Without myst-nb (Colab, a bare kernel) the
-    call only shows the value when ``display`` is true, so chapters run the
-    same everywhere.
+    that ``pytest`` re-checked). A float is stored to ``digits`` significant
+    digits (see :data:`GLUE_DIGITS`): ask for more only for a value that is
+    exact on every machine (a ratio of counts), and for fewer where a
+    measurement's own noise reaches the fourth digit. Without myst-nb (Colab, a
+    bare kernel) the call only shows the value when ``display`` is true, so
+    chapters run the same everywhere.
     """
     value = _plain(value)
+    if isinstance(value, float):
+        value = rounded(value, digits)
     try:
         from myst_nb import glue as myst_glue
     except ImportError:
