@@ -19,6 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from specdec_lib.checks import check_forward, check_int, check_model_config
+from specdec_lib.engine.random_init import normal_
 from specdec_lib.text.tokenizer import Tokenizer
 
 
@@ -175,15 +176,6 @@ class _DecoderLayer(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
-def initial_std(name: str, p: torch.Tensor, config: ModelConfig) -> float | None:
-    """GPT-2's initial N(0, std) for a matrix (residual-branch outputs scaled by
-    1/sqrt(2 n_layer)); None for a vector, which keeps its default."""
-    if p.dim() != 2:
-        return None
-    residual = name.endswith(("o_proj.weight", "down_proj.weight"))
-    return 0.02 / math.sqrt(2 * config.n_layer) if residual else 0.02
-
-
 class TinyGPT(nn.Module):
     """Llama-shaped decoder: RMSNorm, rotary positions, SwiGLU, no biases, tied embeddings."""
 
@@ -203,8 +195,9 @@ class TinyGPT(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         for name, p in self.named_parameters():
-            if (std := initial_std(name, p, config)) is not None:
-                nn.init.normal_(p, std=std)
+            if p.dim() == 2:  # GPT-2's rule: residual-branch outputs scaled by 1/sqrt(2 * n_layer)
+                residual = name.endswith(("o_proj.weight", "down_proj.weight"))
+                normal_(p, std=0.02 * (1 / math.sqrt(2 * config.n_layer) if residual else 1))
 
     def num_parameters(self) -> int:
         """Parameters counted once (the tied embedding is not counted twice)."""

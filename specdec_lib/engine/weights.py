@@ -12,11 +12,10 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from specdec_lib.engine.model import ModelConfig, TinyGPT, initial_std
+from specdec_lib.engine.model import ModelConfig, TinyGPT
 from specdec_lib.text.tokenizer import Tokenizer
 
 WEIGHTS_DIR = Path(__file__).parent.parent / "weights"
@@ -32,23 +31,6 @@ _DRAFT_CONFIG = ModelConfig(
 CONFIGS = {"target": _TARGET_CONFIG, "draft": _DRAFT_CONFIG}
 # Seeds of the untrained (random) models, so trained=False is reproducible too.
 _INIT_SEEDS = {"target": 1234, "draft": 5678}
-
-
-def _untrained(name: str) -> TinyGPT:
-    """Seeded random weights that are the same on every CPU.
-
-    torch's ``normal_`` draws differently under different vector kernels (AVX-512,
-    AVX2, none), so an untrained model seeded through torch differs from one CPU
-    to the next. NumPy's generator draws in float64 the same way everywhere.
-    """
-    with torch.random.fork_rng(devices=[]):  # TinyGPT's own init must not move the caller's
-        model = TinyGPT(CONFIGS[name])
-    rng = np.random.default_rng(_INIT_SEEDS[name])
-    with torch.no_grad():
-        for param_name, p in model.named_parameters():
-            if (std := initial_std(param_name, p, model.config)) is not None:
-                p.copy_(torch.from_numpy(rng.standard_normal(tuple(p.shape)) * std))
-    return model.eval()
 
 
 def sha256(path: Path) -> str:
@@ -104,7 +86,10 @@ def load_model(name: str, trained: bool = True, directory: Path = WEIGHTS_DIR) -
     if name not in _MODEL_NAMES:
         raise ValueError(f"name must be one of {_MODEL_NAMES}, got {name!r}")
     if not trained:
-        return _untrained(name)
+        # Seed a private generator's worth of state without disturbing the caller's.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(_INIT_SEEDS[name])
+            return TinyGPT(CONFIGS[name]).eval()
     entry = read_manifest(directory)[name]
     tok = Tokenizer()
     if entry.get("tokenizer") != tok.version or entry["config"]["vocab_size"] != tok.vocab_size:
