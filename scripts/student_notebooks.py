@@ -16,6 +16,10 @@ the chapters. A chapter marks what students must write the way nbgrader does:
 * where a solution was prose only (a single ``{solution}``, or a gated one with no
   code cell), or its exercise is marked ``:class: written``, a Markdown cell
   ``YOUR ANSWER HERE`` takes its place: the written-answer cell;
+* every glued number in the prose (``{glue:text}`name:spec```) is written in, as the
+  website shows it, from the chapter's stored outputs (``specdec_lib.course.resolve_glue``):
+  a student notebook has no outputs, and no myst-nb to paste them, so a role would be
+  all the student saw;
 * outputs and execution counts are cleared.
 """
 
@@ -30,6 +34,7 @@ from pathlib import Path
 
 import nbformat
 
+from specdec_lib.course.resolve_glue import count_glue_roles, resolve_glue
 from specdec_lib.grading import CHECKS
 
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION[ \t]*$")
@@ -47,7 +52,9 @@ NOTE = (
     "`python scripts/coursework.py student`; do not edit it by hand. Write your code "
     "where a cell says `# YOUR CODE HERE` (delete the `raise NotImplementedError()` line), "
     "and your answers where it says `YOUR ANSWER HERE`. Cells that call a `check_…` "
-    "function tell you whether your code is right and, if not, what is wrong."
+    "function tell you whether your code is right and, if not, what is wrong. The numbers "
+    "in the prose are those of the course's own run, written in when this notebook was "
+    "generated; the cells that compute them may print slightly different ones on your machine."
 )
 
 
@@ -206,9 +213,10 @@ def student_notebook(
 
     With ``keep_solutions`` (the nbgrader source, see ``nbgrader_notebook``), code
     solutions keep their markers and written answers hold the model answer; the
-    solution dropdowns are removed either way.
+    solution dropdowns are removed either way. Glued numbers are written into the prose
+    first, while the outputs that hold them are still there.
     """
-    nb = nbformat.from_dict(json.loads(json.dumps(nb)))
+    nb = nbformat.from_dict(json.loads(json.dumps(resolve_glue(nb, name))))
     state = _Solutions()
     cells = []
     for index, cell in enumerate(nb.cells):
@@ -370,7 +378,8 @@ def compare_with_chapter(
 
     Every code cell of the chapter appears in the student version under the same
     id, unchanged except that each solution region is now a stub; no solution
-    directive or marker survives; no output is left.
+    directive or marker survives; no output is left; no glue role is left in the prose
+    (with no outputs and no myst-nb, the student would see the role, not the number).
     """
     problems = []
     by_id = {cell.id: cell for cell in student.cells}
@@ -398,6 +407,8 @@ def compare_with_chapter(
                 problems.append(f"cell {cell.id}: a {opened.group('name')} directive survived")
         if cell.cell_type == "code" and (cell.outputs or cell.execution_count is not None):
             problems.append(f"cell {cell.id}: outputs were not cleared")
+        if cell.cell_type == "markdown" and count_glue_roles({"cells": [cell]}):
+            problems.append(f"cell {cell.id}: a glue role was not written in as its number")
     return problems
 
 

@@ -143,6 +143,36 @@ def test_every_chapter_gets_a_student_version_with_stubs_exactly_where_solutions
             assert S.stub_count(by_id[cell_id].source) == count, (path.name, cell_id)
 
 
+def test_student_notebooks_show_numbers_in_the_prose_not_glue_roles():
+    """Every glued number is written in as the website shows it: zero raw roles remain."""
+    from specdec_lib.course.resolve_glue import count_glue_roles
+
+    roles = 0
+    for path in S.chapter_notebooks(C.CHAPTERS):
+        chapter = nbformat.read(path, as_version=4)
+        roles += count_glue_roles(chapter)
+        for version in (S.student_notebook(chapter, path.name), S.nbgrader_notebook(chapter)):
+            assert count_glue_roles(version) == 0, path.name
+            assert "{glue" not in "".join(
+                c.source for c in version.cells if c.cell_type == "markdown"
+            )
+    assert roles > 500  # the chapters do glue their numbers: the check is not vacuous
+    chapter = _notebook(("markdown", "It made {glue:text}`tpp:.2f` tokens per pass."))
+    chapter.cells.insert(0, nbformat.v4.new_code_cell("glue('tpp', 2.5)"))
+    chapter.cells[0].outputs = [
+        nbformat.v4.new_output(
+            "display_data",
+            data={"application/papermill.record/text/plain": "2.4999"},
+            metadata={"scrapbook": {"name": "tpp", "mime_prefix": "application/papermill.record/"}},
+        )
+    ]
+    student = S.student_notebook(chapter)
+    assert "It made 2.50 tokens per pass." in [c.source for c in student.cells]
+    assert S.compare_with_chapter(chapter, student) == []
+    student.cells[-1].source = "It made {glue:text}`tpp:.2f` tokens per pass."
+    assert any("glue role" in p for p in S.compare_with_chapter(chapter, student))
+
+
 def test_the_graders_fail_every_stub_and_the_chapters_show_them_passing_every_solution():
     # Untrained models: a stub fails before any model runs, and no shipped weights are needed.
     models = {"target": load_model("target", trained=False)}
