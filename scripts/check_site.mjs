@@ -174,6 +174,99 @@ async function inspectPage() {
   };
 }
 
+// The site as a reader sees it in a desktop window (1280 x 800), every page in
+// the light theme and two in the dark one: no error in the browser console (a
+// missing favicon, the theme's "invalid theme mode"), no page that scrolls
+// sideways, every table within the text column (a table may scroll sideways
+// only on a narrower screen), one search field, and the sidebar inside the
+// window. Reports, without failing, how many code cells scroll sideways.
+// Uses its own browser, so that each theme starts from a first visit. Returns
+// the list of problems.
+async function checkReaderView(base, list) {
+  const redirect = (rel) => /<meta http-equiv="refresh"/i.test(readFileSync(join(root, rel), "utf8"));
+  const rels = list.filter((rel) => !redirect(rel));
+  const inspect = () => {
+    const out = [];
+    const root = document.documentElement;
+    if (root.scrollWidth > root.clientWidth + 1) {
+      out.push(`the page scrolls sideways: ${root.scrollWidth} px in a ${root.clientWidth} px window`);
+    }
+    const article = document.querySelector("article.bd-article");
+    const right = article ? article.getBoundingClientRect().right : root.clientWidth;
+    for (const table of document.querySelectorAll("article table")) {
+      const over = table.getBoundingClientRect().right - right;
+      if (over > 1) {
+        const head = table.querySelector("th, td")?.textContent.trim().slice(0, 40);
+        out.push(`a table (first cell "${head}") is ${Math.round(over)} px wider than the column`);
+      }
+    }
+    const searches = [...document.querySelectorAll(".search-button-field")];
+    const shown = searches.filter((el) => el.getClientRects().length > 0).length;
+    if (shown > 1) out.push(`${shown} search fields are shown`);
+    const sidebar = document.querySelector(".bd-sidebar-primary");
+    if (sidebar && sidebar.getClientRects().length > 0) {
+      const below = sidebar.getBoundingClientRect().bottom - window.innerHeight;
+      if (below > 1) out.push(`the sidebar ends ${Math.round(below)} px below the window`);
+      const scrolls = /auto|scroll/.test(getComputedStyle(sidebar).overflowY);
+      if (sidebar.scrollHeight > sidebar.clientHeight + 1 && !scrolls) {
+        out.push("the sidebar is cut off: its contents are taller than it and it does not scroll");
+      }
+    }
+    const pres = [...document.querySelectorAll("div.cell_input pre")];
+    const wide = pres.filter((pre) => pre.scrollWidth > pre.clientWidth + 1).length;
+    return { problems: out, cells: pres.length, wide, theme: root.dataset.theme };
+  };
+
+  const dark = ["chapters/intro.html", "chapters/11_real_engines.html"];
+  const browser = await chromium.launch({
+    executablePath,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu"],
+  });
+  const problems = [];
+  let cells = 0;
+  let wide = 0;
+  try {
+    for (const theme of ["light", "dark"]) {
+      // Light is a first visit with nothing stored (headless Chromium prefers light).
+      const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+      if (theme === "dark") await context.addInitScript(() => localStorage.setItem("mode", "dark"));
+      try {
+        for (const rel of theme === "dark" ? dark : rels) {
+          const page = await context.newPage();
+          const errors = [];
+          page.on("console", (msg) => {
+            if (msg.type() === "error") errors.push(msg.text());
+          });
+          await page.goto(base + rel, { waitUntil: "load", timeout: 60000 });
+          await page.waitForTimeout(200);
+          const found = await page.evaluate(inspect);
+          if (found.theme !== theme) {
+            found.problems.push(`the ${theme} theme did not apply (${found.theme})`);
+          }
+          for (const e of errors) found.problems.push(`console error: ${e}`);
+          for (const p of found.problems) problems.push(`${rel} (${theme}, 1280 px): ${p}`);
+          if (theme === "light") {
+            cells += found.cells;
+            wide += found.wide;
+          }
+          await page.close();
+        }
+      } finally {
+        await context.close();
+      }
+    }
+  } finally {
+    await browser.close();
+  }
+  console.log(
+    `reader's view at 1280 px: ${rels.length} pages, ${problems.length} problem(s); ` +
+      `${wide} of ${cells} code cells scroll sideways`,
+  );
+  for (const p of problems) console.log(`       ${p}`);
+  return problems;
+}
+
 async function main() {
   const list = pages(root);
   if (list.length === 0) throw new Error(`no HTML pages under ${root}: build the book first`);
@@ -280,6 +373,7 @@ async function main() {
       }
       await page.close();
     }
+    failures.push(...(await checkReaderView(base, list)));
   } finally {
     await context.close();
     server.close();
