@@ -35,8 +35,8 @@ def repository_url(root: Path = ROOT) -> str:
 def setup_source(root: Path = ROOT) -> str:
     url = repository_url(root)
     return (
-        "# Set-up: in Google Colab, fetch the course and install its library; "
-        "elsewhere, do nothing.\n"
+        "# Set-up: in Google Colab, fetch the course and install its library;\n"
+        "# elsewhere, do nothing.\n"
         "import os\n"
         "import subprocess\n"
         "import sys\n"
@@ -45,10 +45,12 @@ def setup_source(root: Path = ROOT) -> str:
         '    course = "/content/specdec-course"\n'
         "    if not os.path.isdir(course):\n"
         f'        url = "{url}"\n'
-        '        subprocess.run(["git", "clone", "-q", "--depth", "1", url, course], check=True)\n'
-        '    pip = [sys.executable, "-m", "pip", "install", "-q", f"{course}[course]"]\n'
-        "    subprocess.run(pip, check=True)\n"
-        '    os.chdir(f"{course}/chapters")  # benchmark results are read from here'
+        '        clone = ["git", "clone", "-q", "--depth", "1", url, course]\n'
+        "        subprocess.run(clone, check=True)\n"
+        '    pip = [sys.executable, "-m", "pip", "install", "-q"]\n'
+        '    subprocess.run([*pip, f"{course}[course]"], check=True)\n'
+        "    # benchmark results are read from here\n"
+        '    os.chdir(f"{course}/chapters")'
     )
 
 

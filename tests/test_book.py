@@ -387,21 +387,7 @@ def _cited(text: str) -> set[str]:
     return {m.group(1) if (m := re.search(r"<([^>]+)>$", r)) else r for r in roles}
 
 
-# Chapter 0 still cites the how-to page's example theorem; it should cite chapter 4's
-# proposition (prop-greedy-round-bounds). Remove this mark with that edit.
-_CITES_HOW_TO = {"00_a_first_look.ipynb"}
-
-
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="cites how_to_use.md"))
-        if p.name in _CITES_HOW_TO
-        else p
-        for p in NOTEBOOKS
-    ],
-    ids=_ids(NOTEBOOKS),
-)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_no_chapter_cites_an_example_on_the_pages_about_the_course(path):
     # The how-to page's theorem and exercise are examples of the layout: a chapter that
     # cites one sends the reader to the how-to page instead of the course's own result.
