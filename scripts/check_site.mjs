@@ -12,11 +12,18 @@
 //   - math that did not render: a math element without MathJax output, a
 //     MathJax error, or raw TeX delimiters left in the text;
 //   - saved widget state that did not render into widgets;
+//   - a widget that does not respond: each control (slider, menu, buttons) of each
+//     widget is moved as a reader would, and the widget's picture, its controls
+//     masked, must change (the site has no kernel, so a widget responds only if
+//     its states are stored in it and its controls linked to them in the browser);
+//   - a widget wider than the text column, a clipped label or readout, or a
+//     slider track squeezed below 100 px;
 //   - any link to a page or file of the site that does not exist;
 //   - a chapter notebook page without its Binder, Colab, Thebe, download,
 //     repository and issues buttons.
 // Saves screenshots of the landing page and of the first chapter, in the
-// light and the dark theme, under _build/screenshots/.
+// light and the dark theme, and of every widget as it opens and (controls
+// masked) after each move, under _build/screenshots/.
 
 import { createServer } from "node:http";
 import { mkdtempSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
@@ -174,6 +181,75 @@ async function inspectPage() {
   };
 }
 
+// Runs inside the page on one widget: what a reader at this column width could not read.
+function widgetLayoutProblems(root) {
+  const problems = [];
+  const column = root.closest(".cell_output") ?? root.parentElement;
+  const overhang = root.getBoundingClientRect().right - column.getBoundingClientRect().right;
+  if (overhang > 1) problems.push(`widget overhangs the text column by ${Math.round(overhang)} px`);
+  for (const el of root.querySelectorAll(".widget-label, .widget-readout, button")) {
+    if (el.offsetParent && el.scrollWidth > el.clientWidth + 1) {
+      problems.push(`widget label clipped: "${el.textContent.trim()}"`);
+    }
+  }
+  for (const track of root.querySelectorAll(".noUi-target")) {
+    if (track.clientWidth < 100) problems.push(`slider track only ${track.clientWidth} px wide`);
+  }
+  return problems;
+}
+
+// Moves one control as a reader would; returns what it was.
+async function moveControl(control) {
+  const classes = (await control.getAttribute("class")) ?? "";
+  if (classes.includes("widget-dropdown")) {
+    const select = control.locator("select");
+    const [current, count] = await select.evaluate((s) => [s.selectedIndex, s.options.length]);
+    await select.selectOption({ index: (current + 1) % count });
+    return "menu";
+  }
+  if (classes.includes("widget-toggle-buttons")) {
+    await control.locator("button:not(.mod-active)").first().click();
+    return "buttons";
+  }
+  const handle = control.locator(".noUi-handle").first();
+  const [now, max] = await handle.evaluate((h) => [
+    Number(h.getAttribute("aria-valuenow")),
+    Number(h.getAttribute("aria-valuemax")),
+  ]);
+  await handle.focus();
+  await handle.press(now < max ? "ArrowRight" : "ArrowLeft");
+  return "slider";
+}
+
+// Moves every control of every rendered widget on the page, one at a time, and fails
+// unless the widget's picture changes each time. The controls are masked in the
+// screenshots, so a slider's own handle moving does not count as a response.
+async function exerciseWidgets(page, rel) {
+  const problems = [];
+  let moved = 0;
+  const name = rel.replace(/\//g, "_").replace(/\.html$/, "");
+  const roots = page.locator(".widget-subarea > .jupyter-widgets");
+  for (let i = 0; i < (await roots.count()); i++) {
+    const root = roots.nth(i);
+    await root.scrollIntoViewIfNeeded();
+    problems.push(...(await root.evaluate(widgetLayoutProblems)).map((p) => `widget ${i + 1}: ${p}`));
+    const controls = root.locator(".widget-slider, .widget-dropdown, .widget-toggle-buttons");
+    const picture = (path) => root.screenshot({ path, mask: [controls], animations: "disabled" });
+    await root.screenshot({ path: join(screenshots, `${name}-widget${i + 1}.png`), animations: "disabled" });
+    let before = await picture();
+    // Count again after each move: a menu can swap in a panel with other controls.
+    for (let j = 0; j < (await controls.count()); j++) {
+      const what = await moveControl(controls.nth(j));
+      await page.waitForTimeout(500);
+      const after = await picture(join(screenshots, `${name}-widget${i + 1}-move${j + 1}-${what}.png`));
+      if (after.equals(before)) problems.push(`widget ${i + 1}: moving its ${what} changed nothing`);
+      before = after;
+      moved += 1;
+    }
+  }
+  return { problems, moved };
+}
+
 // The site as a reader sees it in a desktop window (1280 x 800), every page in
 // the light theme and two in the dark one: no error in the browser console (a
 // missing favicon, the theme's "invalid theme mode"), no page that scrolls
@@ -290,7 +366,7 @@ async function main() {
   mkdirSync(screenshots, { recursive: true });
 
   const failures = [];
-  const totals = { pages: 0, images: 0, maths: 0, widgets: 0, requests: 0 };
+  const totals = { pages: 0, images: 0, maths: 0, widgets: 0, controls: 0, requests: 0 };
   try {
     for (const rel of list) {
       const html = readFileSync(join(root, rel), "utf8");
@@ -329,6 +405,11 @@ async function main() {
       const result = await page.evaluate(inspectPage);
       await page.waitForLoadState("networkidle", { timeout: 15000 }).catch(() => {});
       problems.push(...result.problems);
+      if (result.widgets > 0) {
+        const exercised = await exerciseWidgets(page, rel);
+        problems.push(...exercised.problems);
+        totals.controls += exercised.moved;
+      }
       for (const href of new Set(result.links)) {
         const path = decodeURIComponent(new URL(href).pathname);
         let file = resolve(root, "." + path);
@@ -382,7 +463,8 @@ async function main() {
 
   console.log(
     `\nbrowser check: ${totals.pages} pages, ${totals.images} images, ${totals.maths} rendered math ` +
-      `elements, ${totals.widgets} widgets, ${totals.requests} local requests; screenshots in ${screenshots}`,
+      `elements, ${totals.widgets} widgets (${totals.controls} of their controls moved), ` +
+      `${totals.requests} local requests; screenshots in ${screenshots}`,
   );
   if (failures.length) {
     console.log(`browser check FAILED: ${failures.length} problem(s)`);

@@ -4,7 +4,8 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from specdec_lib.course.cost_view import cost_widget, plot_costs, row_cost, verdict  # noqa: E402
+from specdec_lib.course.cost_view import best_k, cost_widget, plot_costs, row_cost, verdict  # noqa: E402
+from specdec_lib.course.ngram_view import pick, shown  # noqa: E402
 from specdec_lib.course.plotting import check_figure, new_figure  # noqa: E402
 
 
@@ -50,16 +51,31 @@ def test_plot_costs_draws_every_drafter_and_workload_and_plain_decoding():
     check_figure(fig)
 
 
-def test_verdict_names_the_cheaper_drafter_per_workload():
-    lines = verdict(_rows(), c=0.0, o=0.0, k=1)
+def test_verdict_takes_each_drafter_at_its_best_k_and_names_the_cheaper():
+    lines = verdict(_rows(), c=0.0, o=0.0)
     assert "n-gram cheaper" in lines[0] and "draft model cheaper" in lines[1]
+    # Both k give 2 tokens per target pass, so a dear draft pass makes the shorter draft best.
+    assert best_k(_rows(), "novel", "draft", c=1.0, o=0.0) == 1
+    with pytest.raises(ValueError, match="rows"):
+        best_k(_rows(), "novel", "eagle", c=0.0, o=0.0)
 
 
-def test_the_widget_redraws_when_a_slider_moves():
-    box = cost_widget(_rows(), c=0.0, o=0.0, k=1)
-    sliders, text, image = box.children
+def test_the_widget_stores_every_price_and_its_controls_pick_one_in_the_browser():
+    box = cost_widget(_rows(), c=0.0, o=0.0, c_values=(0.0, 1.0), o_values=(0.0, 0.5))
+    c_pick, o_pick = box.children[:2]
+    text, image = shown(box)[-2:]
     before = (bytes(image.value), text.value)
-    assert before[0].startswith(b"\x89PNG")
-    sliders.children[0].value = 1.0  # c: the draft model gets expensive
+    assert before[0].startswith(b"\x89PNG") and "draft model cheaper" in text.value.split("<br>")[1]
+    pick(c_pick, 1)  # c = 1: the draft model gets expensive
+    text, image = shown(box)[-2:]
     assert (bytes(image.value), text.value) != before
-    assert "n-gram cheaper" in text.value.split("<br>")[1]
+    assert text.value == "<br>".join(verdict(_rows(), c=1.0, o=0.0))
+    pick(o_pick, 1)
+    assert shown(box)[-2].value == "<br>".join(verdict(_rows(), c=1.0, o=0.5))
+
+
+def test_the_widget_refuses_a_start_it_does_not_offer():
+    with pytest.raises(ValueError, match="c_values"):
+        cost_widget(_rows(), c=0.25, c_values=(0.0, 0.5))
+    with pytest.raises(ValueError, match="o_values"):
+        cost_widget(_rows(), o=0.0, o_values=(-1.0, 0.0))

@@ -7,7 +7,7 @@ import pytest
 from specdec_lib import NgramDrafter, Tokenizer
 from specdec_lib.analysis.costs import fit_pass_cost, weight_bytes
 from specdec_lib.analysis.timing import Timing, time_passes
-from specdec_lib.course.ngram_view import highlight_match, ngram_explorer
+from specdec_lib.course.ngram_view import highlight_match, ngram_explorer, pick, shown
 
 # --- ngram_view ----------------------------------------------------------------------------
 
@@ -41,6 +41,7 @@ def test_no_match_means_no_proposal_and_no_highlight():
     assert set(view.roles()) == {None}
     assert "nothing is proposed" in view.summary()
     assert "nothing is proposed" in view._repr_html_()
+    assert "Key:" in view._repr_html_() and "Key:" not in view.html(key=False)
 
 
 def test_overlapping_spans_give_the_suffix_priority():
@@ -58,16 +59,26 @@ def test_html_escapes_the_text_and_the_text_form_brackets_each_span():
     assert "[" in text and "{" in text and "<" in text
 
 
-def test_the_explorer_redraws_when_a_slider_moves():
-    pytest.importorskip("ipywidgets")
-    panel = ngram_explorer({"a": "xyz abc xyz abc xyz", "b": "no dup"}, k=2)
-    html_out = panel.children[-1]
-    seen = panel.children[1]
-    before = html_out.value
-    seen.value = 10
-    assert html_out.value != before
-    panel.children[0].value = "b"
-    assert "nothing is proposed" in html_out.value
+def test_the_explorer_stores_every_cut_and_its_controls_pick_one_in_the_browser():
+    widgets = pytest.importorskip("ipywidgets")
+    texts = {"a": "xyz abc xyz abc xyz", "b": "no dup"}
+    panel = ngram_explorer(texts, k=2, rewind=3)
+    choose = panel.children[0]
+    seen = [w for w in shown(panel) if isinstance(w, widgets.SelectionSlider)][0]
+    ids = Tokenizer().encode(texts["a"])
+    assert seen.options == tuple(str(n) for n in range(len(ids) - 3, len(ids) + 1))
+    assert seen.index == 3  # starts at the whole text
+    for index, cut in enumerate(seen.options):
+        pick(seen, index)
+        cards = [w.value for w in shown(panel) if isinstance(w, widgets.HTML)]
+        assert cards[0] == highlight_match(ids[: int(cut)], k=2).html(key=False)
+        assert "Key:" in cards[1]
+    pick(choose, 1)
+    assert "nothing is proposed" in shown(panel)[2].value
+    with pytest.raises(ValueError, match="rewind"):
+        ngram_explorer(texts, rewind=-1)
+    with pytest.raises(ValueError, match="max_n"):
+        ngram_explorer(texts, max_n=1, min_n=2)
 
 
 # --- timing passes, and the pass-cost fit -------------------------------------------------

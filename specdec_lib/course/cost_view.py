@@ -6,21 +6,28 @@ of a draft pass (``c``) and of an n-gram lookup (``o``), both in target passes,
 are inputs, because they belong to the hardware, not to the drafter. See
 :mod:`specdec_lib.analysis.costs` for the cost model.
 
-The widget draws the figure into an ``ipywidgets.Image`` and writes its verdict
-into an ``ipywidgets.HTML``, never into an ``Output`` widget: executing the cell
-prints nothing but the widget, so the stored notebook, a fresh nbval run and the
-website (which shows the saved widget state) all agree.
+The widget draws the figure for every offered (c, o) when the cell runs, each into
+an ``ipywidgets.Image`` with its verdict in an ``ipywidgets.HTML``, and stacks them;
+the controls only choose which is shown, linked in the browser. So it responds on
+the static website (which has the saved widget state and no kernel) as in a
+running notebook, and executing the cell prints nothing but the widget: the stored
+notebook, a fresh nbval run and the website all agree.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from specdec_lib.analysis.costs import cost_per_token
-from specdec_lib.course.plotting import COLORS, _figure_png, legend_outside, new_figure
+from specdec_lib.checks import check_real
+from specdec_lib.course.ngram_view import _linked_stack
+from specdec_lib.course.plotting import COLORS, legend_outside, new_figure
 
 Row = Mapping[str, Any]
 
@@ -32,6 +39,10 @@ STYLES = {
     ("copy", "draft"): (COLORS["target"], "o", "-"),
     ("novel", "draft"): (COLORS["target"], "s", "--"),
 }
+#: The prices the widget offers: c from a free draft pass to one as dear as a target
+#: pass, and o about what a lookup costs in chapter 5 and ten times that.
+_C_VALUES = tuple(i / 10 for i in range(11))
+_O_VALUES = (0.03, 0.3)
 
 
 def row_cost(row: Row, c: float, o: float) -> float:
@@ -76,50 +87,120 @@ def plot_costs(
     legend_outside(ax)
 
 
-def verdict(rows: Sequence[Row], c: float, o: float, k: int) -> list[str]:
-    """One line per workload: both drafters' cost at ``k`` and which is cheaper."""
+def best_k(rows: Sequence[Row], workload: str, drafter: str, c: float, o: float) -> int:
+    """The k at which ``drafter`` costs least on ``workload`` (the smallest such k on a tie)."""
+    table = index_rows(rows)
+    ks = sorted(k for w, d, k in table if (w, d) == (workload, drafter))
+    if not ks:
+        raise ValueError(f"rows must hold {drafter!r} on {workload!r}")
+    return min(ks, key=lambda k: row_cost(table[workload, drafter, k], c, o))
+
+
+def verdict(rows: Sequence[Row], c: float, o: float) -> list[str]:
+    """One line per workload: each drafter's cost at its own best k, and which is cheaper.
+
+    Each drafter at its best k, because that is how each would be deployed: a
+    comparison at one shared k would favour whichever drafter that k suits.
+    """
     table = index_rows(rows)
     lines = []
     for workload in ("copy", "novel"):
-        d = row_cost(table[workload, "draft", k], c, o)
-        n = row_cost(table[workload, "ngram", k], c, o)
+        kd, kn = (best_k(rows, workload, d, c, o) for d in ("draft", "ngram"))
+        d = row_cost(table[workload, "draft", kd], c, o)
+        n = row_cost(table[workload, "ngram", kn], c, o)
         cheaper = NAMES["draft"] if d < n else NAMES["ngram"]
         lines.append(
-            f'"{workload}", k = {k}: draft model {d:.2f}, n-gram {n:.2f} target passes '
-            f"per token; {cheaper} cheaper"
+            f'"{workload}": draft model {d:.2f} (k = {kd}), n-gram {n:.2f} (k = {kn}) target '
+            f"passes per token; {cheaper} cheaper"
         )
     return lines
 
 
-def cost_widget(rows: Sequence[Row], c: float = 0.5, o: float = 0.01, k: int = 4) -> Any:
-    """Sliders for c, o and k over :func:`plot_costs`; returns an ``ipywidgets.VBox``."""
+def _widget_png(fig: Figure, dpi: int = 90, tight: bool = True) -> bytes:
+    """The figure as a PNG with a palette of 32 colours, and closed.
+
+    A widget that responds with no kernel stores every state's picture; a palette
+    PNG of a chart is about a quarter of the full-colour one and looks the same.
+    ``tight=False`` saves the figure as laid out, for one that fits itself (by
+    ``tight_layout``): a tight crop draws the figure twice, and dozens of states
+    make that the cell's run time.
+    """
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight" if tight else None)
+    plt.close(fig)
+    image = Image.open(buffer).convert("RGB").quantize(colors=32)
+    buffer = io.BytesIO()
+    image.save(buffer, format="png", optimize=True)
+    return buffer.getvalue()
+
+
+def _prices(name: str, values: Sequence[float], start: float) -> tuple[list[float], int]:
+    """``values`` checked (non-negative numbers) and the index of ``start`` among them."""
+    checked = [check_real(name, v, "non-negative numbers", lambda x: x >= 0) for v in values]
+    if not checked:
+        raise ValueError(f"{name} must offer at least one price")
+    if start not in checked:
+        raise ValueError(f"the starting price must be one of {name}, got {start!r}")
+    return checked, checked.index(start)
+
+
+def cost_widget(
+    rows: Sequence[Row],
+    c: float = 0.2,
+    o: float = 0.03,
+    c_values: Sequence[float] = _C_VALUES,
+    o_values: Sequence[float] = _O_VALUES,
+) -> Any:
+    """Sliders for c and o over :func:`plot_costs` and :func:`verdict`.
+
+    Every (c, o) offered is drawn now, in Python, and stored in the widget; the
+    controls' ``index`` is ``jslink``-ed to stacks of the pictures, so the widget
+    responds on the static website, where there is no kernel, as in a live one.
+    Each state is a PNG of about 10 kB, so offer a few dozen at most. Every state
+    has the same y-axis, so what moves is the curves, not the scale. ``c`` and
+    ``o`` are where it starts, and must be among the offered values. Returns an
+    ``ipywidgets.VBox``.
+    """
     import ipywidgets as widgets
 
-    ks = sorted({r["k"] for r in rows})
-    c_slider = widgets.FloatSlider(
-        value=c, min=0.0, max=1.0, step=0.05, description="c", continuous_update=False
-    )
-    o_slider = widgets.FloatSlider(
-        value=o, min=0.0, max=0.3, step=0.01, description="o", continuous_update=False
-    )
-    k_slider = widgets.IntSlider(
-        value=k, min=ks[0], max=ks[-1], description="k", continuous_update=False
-    )
-    image = widgets.Image(format="png")
-    text = widgets.HTML()
-
-    def redraw(*_: Any) -> None:
-        cv, ov, kv = c_slider.value, o_slider.value, k_slider.value
-        fig, ax = new_figure(
-            "draft length k (tokens)",
-            "estimated cost per token (target passes)",
-            f"Cost per token at c = {cv:.2f}, o = {ov:.2f}",
+    cs, c_at = _prices("c_values", c_values, c)
+    o_list, o_at = _prices("o_values", o_values, o)
+    if not rows:
+        raise ValueError("rows must hold the benchmark's counts")
+    # Sliders, not buttons: the buttons' icon fonts are not among the site's files.
+    c_pick, o_pick = (
+        widgets.SelectionSlider(
+            options=[f"{v:g}" for v in values],
+            index=at,
+            description=f"{name}: price of {what} (target passes)",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="100%", max_width="640px"),
         )
-        plot_costs(ax, rows, cv, ov, k_mark=kv)
-        image.value = _figure_png(fig)
-        text.value = "<br>".join(verdict(rows, cv, ov, kv))
-
-    for slider in (c_slider, o_slider, k_slider):
-        slider.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([widgets.HBox([c_slider, o_slider, k_slider]), text, image])
+        for name, what, values, at in (
+            ("c", "a draft pass", cs, c_at),
+            ("o", "a lookup", o_list, o_at),
+        )
+    )
+    layout = widgets.Layout(max_width="100%")  # one model shared by every state
+    # One y-axis for every state, so what moves is the curves, not the scale.
+    top = max(2.0, 1.05 * max(row_cost(r, max(cs), max(o_list)) for r in rows))
+    texts, images = [], []
+    for ov in o_list:
+        text_row, image_row = [], []
+        for cv in cs:
+            fig, ax = new_figure(
+                "draft length k (tokens)",
+                "estimated cost per token (target passes)",
+                f"Cost per token at c = {cv:g}, o = {ov:g}",
+            )
+            plot_costs(ax, rows, cv, ov)
+            ax.set_ylim(0, top)
+            image_row.append(widgets.Image(value=_widget_png(fig), format="png", layout=layout))
+            text_row.append(widgets.HTML("<br>".join(verdict(rows, cv, ov)), layout=layout))
+        texts.append(_linked_stack(c_pick, text_row))
+        images.append(_linked_stack(c_pick, image_row))
+    return widgets.VBox(
+        [c_pick, o_pick, _linked_stack(o_pick, texts), _linked_stack(o_pick, images)]
+    )

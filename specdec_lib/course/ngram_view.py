@@ -10,9 +10,12 @@ choice by eye:
   in a notebook and on the website, and as bracketed text elsewhere. It asks
   :meth:`NgramDrafter.find_match` and :meth:`NgramDrafter.propose` for the
   answer, so the picture cannot disagree with the drafter that runs.
-* :func:`ngram_explorer` wraps it in sliders (ipywidgets) for n, k and how much
-  of a prompt the drafter has seen so far. The widget needs a running kernel to
-  respond; chapters show a static :class:`MatchView` beside it for the website.
+* :func:`ngram_explorer` wraps it in a menu of texts and a slider for how much of
+  a text the drafter has seen so far. It draws every state when the cell runs and
+  stores them all in the widget; the controls only choose which one is shown,
+  linked in the browser, so the panel responds on the static website as it does
+  in a running kernel. The course's other widgets are built the same way, and
+  :func:`pick` and :func:`shown` read any of them as that website would.
 
 Like :mod:`specdec_lib.course.rounds_view`, the HTML carries inline styles on an opaque
 white card, so it reads the same under the site's light and dark themes, and
@@ -25,12 +28,14 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from specdec_lib.checks import check_int
 from specdec_lib.course.plotting import COLORS
 from specdec_lib.engine.drafters import NgramDrafter
 from specdec_lib.text.tokenizer import Tokenizer
 
-__all__ = ["MatchView", "highlight_match", "ngram_explorer"]
+__all__ = ["MatchView", "highlight_match", "ngram_explorer", "pick", "shown"]
 
 _STYLE = {
     "match": f"background:#f5e1ee;border-bottom:2px solid {COLORS['highlight']};",
@@ -54,6 +59,12 @@ _LEGEND = (
 _TEXT = (
     "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'DejaVu Sans Mono',monospace;"
     "white-space:pre-wrap;word-break:break-all;color:#1a1a1a;"
+)
+
+
+_KEY = "<strong>Key:</strong> " + " ".join(
+    f'<span style="{_LEGEND}{_STYLE[role]}">{html.escape(label)}</span>'
+    for role, label in _LABEL.items()
 )
 
 
@@ -119,6 +130,13 @@ class MatchView:
         return runs
 
     def _repr_html_(self) -> str:
+        return self.html()
+
+    def html(self, key: bool = True) -> str:
+        """The card the notebook shows; ``key=False`` leaves out the key to the three marks.
+
+        The explorer stores one card per state and shows the key once above them.
+        """
         tok = Tokenizer()
         parts = []
         for role, lo, hi in self._runs():
@@ -128,14 +146,10 @@ class MatchView:
             else:
                 title = html.escape(f"{_LABEL[role]} (positions {lo}..{hi - 1})")
                 parts.append(f'<span title="{title}" style="{_STYLE[role]}">{text}</span>')
-        legend = " ".join(
-            f'<span style="{_LEGEND}{_STYLE[role]}">{html.escape(label)}</span>'
-            for role, label in _LABEL.items()
-        )
         return (
             f'<div class="specdec-ngram" style="{_CARD}">'
-            f'<div style="margin-bottom:0.3em;"><strong>Key:</strong> {legend}</div>'
-            f'<div style="{_TEXT}margin:0.3em 0;">{"".join(parts)}</div>'
+            + (f'<div style="margin-bottom:0.3em;">{_KEY}</div>' if key else "")
+            + f'<div style="{_TEXT}margin:0.3em 0;">{"".join(parts)}</div>'
             f'<div style="color:#444444;">{html.escape(self.summary())}</div>'
             "</div>"
         )
@@ -172,54 +186,103 @@ def ngram_explorer(
     k: int = 4,
     max_n: int = 4,
     min_n: int = 1,
-    cut: int | None = None,
-):
-    """An ipywidgets panel: pick a prompt, n, k and how much of it the drafter has seen.
+    rewind: int | None = None,
+) -> Any:
+    """An ipywidgets panel: pick a text, and slide how many of its tokens the drafter has seen.
 
-    ``prompts`` maps a label to a text (or is one text). The "tokens seen"
-    slider cuts the text, which is how the context grows during decoding; the
-    panel redraws :func:`highlight_match` for the cut text. Returns the
-    ``ipywidgets.VBox``; display it as the last expression of a cell.
+    ``prompts`` maps a label to a text (or is one text). Cutting the text is how
+    the context grows during decoding; the slider runs from ``rewind`` tokens
+    before the end of each text (``None``: from its first token) to its end,
+    where it starts. Every cut is drawn by :func:`highlight_match` now, in
+    Python, and stored in an ``ipywidgets.Stack``; the menu's and the slider's
+    ``index`` are ``jslink``-ed to the stacks' ``selected_index``. So the panel
+    responds with no kernel (the static website shows the saved widget state) and
+    the pictures are the library's own. Each state costs under 2 kB of widget
+    state, so keep ``rewind`` to a few dozen tokens. Returns the ``ipywidgets.VBox``;
+    display it as the last expression of a cell.
     """
     import ipywidgets as widgets
 
     texts = {"prompt": prompts} if isinstance(prompts, str) else dict(prompts)
     if not texts:
         raise ValueError("prompts must hold at least one text")
-    first = next(iter(texts.values()))
-    length = len(Tokenizer().encode(first))
-    style = {"description_width": "initial"}
-    choose = widgets.Dropdown(options=list(texts), description="text", style=style)
-    seen = widgets.IntSlider(
-        value=length if cut is None else cut,
-        min=1,
-        max=length,
-        description="tokens seen",
-        style=style,
-        continuous_update=False,
+    check_int("k", k, 0)
+    check_int("min_n", min_n)
+    check_int("max_n", max_n, min_n)
+    if rewind is not None:
+        check_int("rewind", rewind, 0)
+    # One layout and one style shared by every state: two models, not two a state.
+    layout, style = widgets.Layout(), widgets.widget_string.HTMLStyle()
+    panels = []
+    for label, text in texts.items():
+        ids = Tokenizer().encode(text)
+        if not ids:
+            raise ValueError(f"prompts[{label!r}] must not be empty")
+        cuts = list(range(1 if rewind is None else max(1, len(ids) - rewind), len(ids) + 1))
+        seen = widgets.SelectionSlider(
+            options=[str(cut) for cut in cuts],
+            index=len(cuts) - 1,
+            description="tokens seen",
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="100%", max_width="640px"),
+        )
+        states = [
+            widgets.HTML(
+                highlight_match(ids[:cut], k, max_n, min_n).html(key=False),
+                layout=layout,
+                style=style,
+            )
+            for cut in cuts
+        ]
+        panels.append(widgets.VBox([seen, _linked_stack(seen, states)]))
+    key = widgets.HTML(f'<div class="specdec-ngram" style="{_CARD}">{_KEY}</div>')
+    if len(panels) == 1:
+        return widgets.VBox([panels[0], key])
+    menu = widgets.Dropdown(
+        options=list(texts),
+        index=0,
+        description="text",
+        style={"description_width": "initial"},
+        layout=widgets.Layout(width="auto", max_width="100%"),
     )
-    n_hi = widgets.IntSlider(value=max_n, min=1, max=16, description="max n", style=style)
-    n_lo = widgets.IntSlider(value=min_n, min=1, max=16, description="min n", style=style)
-    k_slider = widgets.IntSlider(value=k, min=0, max=16, description="k", style=style)
-    out = widgets.HTML()
+    return widgets.VBox([menu, _linked_stack(menu, panels), key])
 
-    def redraw(_change=None) -> None:
-        if n_lo.value > n_hi.value:
-            n_lo.value = n_hi.value  # triggers another redraw with a valid pair
-            return
-        ids = Tokenizer().encode(texts[choose.value])[: seen.value]
-        out.value = highlight_match(ids, k_slider.value, n_hi.value, n_lo.value)._repr_html_()
 
-    def new_text(_change) -> None:
-        seen.max = len(Tokenizer().encode(texts[choose.value]))
-        seen.value = seen.max
-        redraw()
+def _linked_stack(control: Any, children: Sequence[Any]) -> Any:
+    """An ``ipywidgets.Stack`` of ``children`` showing the one ``control.index`` points at.
 
-    choose.observe(new_text, names="value")
-    for control in (seen, n_hi, n_lo, k_slider):
-        control.observe(redraw, names="value")
-    redraw()
-    controls = [seen, widgets.HBox([n_hi, n_lo, k_slider])]
-    if len(texts) > 1:
-        controls.insert(0, choose)
-    return widgets.VBox([*controls, out])
+    The link is made in the browser (``jslink``), so it holds on a page with no
+    kernel, where the saved widget state is all there is. Link ``index``, never
+    ``value``: a selection widget's ``value`` is not synced to the browser.
+    """
+    import ipywidgets as widgets
+
+    stack = widgets.Stack(list(children), selected_index=control.index)
+    widgets.jslink((control, "index"), (stack, "selected_index"))
+    return stack
+
+
+def pick(control: Any, index: int) -> None:
+    """Set ``control.index`` and follow its ``jslink``-s, as the browser does with saved state.
+
+    With no browser attached (a test, a script), a ``jslink`` does nothing; this
+    plays the browser's part, so a test can move a control and read :func:`shown`.
+    """
+    from ipywidgets.widgets.widget import _instances
+    from ipywidgets.widgets.widget_link import Link
+
+    control.index = check_int("index", index, 0)
+    for link in [w for w in _instances.values() if isinstance(w, Link)]:
+        if link.source == (control, "index"):
+            setattr(*link.target, index)
+
+
+def shown(widget: Any) -> list[Any]:
+    """The leaf widgets a reader sees in ``widget``: a ``Stack`` shows only its selected child."""
+    import ipywidgets as widgets
+
+    if isinstance(widget, widgets.Stack):
+        return shown(widget.children[widget.selected_index])
+    if isinstance(widget, widgets.Box):
+        return [leaf for child in widget.children for leaf in shown(child)]
+    return [widget]

@@ -6,11 +6,13 @@ and the part that arrives through a rejection, max(0, p - q). The two stack up
 to exactly p_target; the biased rule's output is marked beside them, so the
 picture shows the proof and the bug at once.
 
-:func:`residual_rule_widget` lets a reader shape p and q with sliders (or pick
-a preset) and redraws that figure. The figure is rendered to PNG bytes inside
-an ``ipywidgets.Image``, not printed into an ``Output`` widget, so executing
-the cell prints nothing but the widget: the stored notebook, a fresh nbval run
-and the website (which shows the saved widget state) all agree.
+:func:`residual_rule_widget` lets a reader pick a preset and move p_draft toward
+p_target, and shows that figure for each choice. Every choice is drawn when the
+cell runs and stored in the widget as PNG bytes in an ``ipywidgets.Image``; the
+controls only pick which one is shown, linked in the browser. So the widget
+responds on the static website, which has the saved widget state and no kernel,
+as in a running notebook; and executing the cell prints nothing but the widget,
+so the stored notebook, a fresh nbval run and the website all agree.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ import torch
 from matplotlib.figure import Figure
 
 from specdec_lib.analysis.exact import residual_decomposition
-from specdec_lib.course.plotting import _INK, COLORS, _figure_png
+from specdec_lib.checks import check_real
+from specdec_lib.course.cost_view import _widget_png
+from specdec_lib.course.ngram_view import _linked_stack
+from specdec_lib.course.plotting import _INK, COLORS
 
 Pair = tuple[Sequence[float], Sequence[float]]
 
@@ -36,6 +41,8 @@ PRESETS: dict[str, Pair] = {
     "one-hot draft (n-gram)": ([3, 4, 2, 1, 1], [0, 1, 0, 0, 0]),
     "draft equals target": ([3, 2, 2, 1, 1], [3, 2, 2, 1, 1]),
 }
+#: How far the widget moves p_draft toward p_target: (1 - t) q + t p for each t.
+TOWARD = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
 def _normalise(weights: Sequence[float], name: str) -> torch.Tensor:
@@ -129,73 +136,61 @@ def plot_residual_rule(
 def residual_rule_widget(
     presets: Mapping[str, Pair] = PRESETS,
     labels: Sequence[str] | None = None,
+    toward: Sequence[float] = TOWARD,
 ) -> Any:
-    """Sliders for p_target and p_draft (weights, normalised on the fly), a preset menu,
-    and :func:`plot_residual_rule` redrawn on every change. Returns an ``ipywidgets.VBox``."""
+    """A preset menu and a slider that moves p_draft toward p_target, over
+    :func:`plot_residual_rule`. Returns an ``ipywidgets.VBox``.
+
+    Moving q toward p shows the rejected mass shrink to nothing at q = p, and the
+    biased rule's error with it. Every (preset, t) is drawn now, in Python, and
+    stored in the widget; the controls' ``index`` is ``jslink``-ed to stacks of
+    the pictures, so the widget responds with no kernel (on the static website) as
+    in a live notebook. Each picture is a PNG of about 10 kB: keep
+    ``len(presets) * len(toward)`` to a few dozen. The panels of one preset share
+    their y-axis, so what moves is the bars, not the scale.
+    """
     import ipywidgets as widgets
 
-    first = next(iter(presets.values()))
-    n = len(first[0])
-    names = list(labels) if labels is not None else [f"t{i}" for i in range(n)]
-    layout = widgets.Layout(width="150px")
-    style = {"description_width": "28px"}
-
-    def sliders(values: Sequence[float]) -> list[Any]:
-        return [
-            widgets.FloatSlider(
-                value=float(v),
-                min=0.0,
-                max=10.0,
-                step=0.25,
-                description=names[i],
-                continuous_update=False,
-                readout_format=".2f",
-                layout=layout,
-                style=style,
-            )
-            for i, v in enumerate(values)
-        ]
-
-    p_sliders, q_sliders = sliders(first[0]), sliders(first[1])
-    menu = widgets.Dropdown(options=list(presets), description="preset")
-    image = widgets.Image(format="png")
-    note = widgets.HTML()
-    updating = {"now": False}
-
-    def redraw(*_: Any) -> None:
-        if updating["now"]:
-            return
-        p = [s.value for s in p_sliders]
-        q = [s.value for s in q_sliders]
-        if sum(p) <= 0 or sum(q) <= 0:
-            note.value = "<b>Give p_target and p_draft some weight.</b>"
-            return
-        note.value = ""
-        image.value = _figure_png(plot_residual_rule(p, q, names))
-
-    def load(change: Any) -> None:
-        updating["now"] = True
-        p, q = presets[change["new"]]
-        for s, v in zip(p_sliders, p, strict=True):
-            s.value = float(v)
-        for s, v in zip(q_sliders, q, strict=True):
-            s.value = float(v)
-        updating["now"] = False
-        redraw()
-
-    menu.observe(load, names="value")
-    for s in p_sliders + q_sliders:
-        s.observe(redraw, names="value")
-    redraw()
-    rows = widgets.VBox(
-        [
-            widgets.HBox(
-                [widgets.Label("p_target weights", layout=widgets.Layout(width="120px"))]
-                + p_sliders
-            ),
-            widgets.HBox(
-                [widgets.Label("p_draft weights", layout=widgets.Layout(width="120px"))] + q_sliders
-            ),
-        ]
+    if not presets:
+        raise ValueError("presets must hold at least one (p_target, p_draft) pair")
+    ts = [
+        check_real("toward", t, "a list of numbers in [0, 1]", lambda v: 0 <= v <= 1)
+        for t in toward
+    ]
+    if not ts:
+        raise ValueError("toward must hold at least one number in [0, 1]")
+    menu = widgets.Dropdown(
+        options=list(presets),
+        index=0,
+        description="preset",
+        layout=widgets.Layout(width="auto", max_width="100%"),
     )
-    return widgets.VBox([menu, rows, note, image])
+    slider = widgets.SelectionSlider(
+        options=[f"{t:.0%}" for t in ts],
+        index=0,
+        description="p_draft moved toward p_target by",
+        style={"description_width": "initial"},
+        layout=widgets.Layout(width="100%", max_width="560px"),
+    )
+    layout = widgets.Layout(max_width="100%")  # one model shared by every picture
+    stacks = []
+    for name, (p_weights, q_weights) in presets.items():
+        p, q = _normalise(p_weights, "p_target"), _normalise(q_weights, "p_draft")
+        if p.shape != q.shape:
+            raise ValueError(f"presets[{name!r}] must give p_target and p_draft the same length")
+        figures = [
+            plot_residual_rule(
+                p, (1 - t) * q + t * p, labels, title=f"{name}, q moved {t:.0%} toward p"
+            )
+            for t in ts
+        ]
+        top = max(ax.get_ylim()[1] for fig in figures for ax in fig.axes)
+        for fig in figures:
+            for ax in fig.axes:
+                ax.set_ylim(0, top)
+        images = [
+            widgets.Image(value=_widget_png(fig, tight=False), format="png", layout=layout)
+            for fig in figures
+        ]
+        stacks.append(_linked_stack(slider, images))
+    return widgets.VBox([menu, slider, _linked_stack(menu, stacks)])
