@@ -183,3 +183,36 @@ def test_rounds_display_rejects_a_log_that_contradicts_itself():
         render_rounds([rec(tok, "ab", 2, "xyz")], tok)
     with pytest.raises(ValueError, match="max_rounds"):
         render_rounds([], tok, max_rounds=0)
+
+
+def test_a_linked_stack_shows_the_child_its_control_points_at():
+    import ipywidgets as widgets
+
+    from specdec_lib.course.widgets import linked_stack, pick, shown
+
+    slider = widgets.SelectionSlider(options=["a", "b", "c"], value="b")
+    stack = linked_stack(slider, [widgets.HTML(f"state {i}") for i in range(3)])
+    assert shown(stack)[0].value == "state 1"
+    pick(slider, 2)
+    assert shown(stack)[0].value == "state 2"
+    with pytest.raises(ValueError, match="index"):
+        pick(slider, -1)
+
+
+def test_a_widget_picture_is_a_small_palette_png_in_the_course_ink():
+    import io
+
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from specdec_lib.course.plotting import INK, use_course_style
+    from specdec_lib.course.widgets import widget_png
+
+    use_course_style()
+    assert plt.rcParams["axes.labelcolor"] == INK
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    png = widget_png(fig)
+    image = Image.open(io.BytesIO(png))
+    assert image.format == "PNG" and image.mode == "P" and len(image.getcolors()) <= 32
+    assert not plt.fignum_exists(fig.number)  # closed: dozens of states, no leak

@@ -4,7 +4,6 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from specdec_lib.course.ngram_view import pick, shown  # noqa: E402
 from specdec_lib.course.plotting import check_figure, use_course_style  # noqa: E402
 from specdec_lib.course.residual_view import (  # noqa: E402
     PRESETS,
@@ -12,6 +11,7 @@ from specdec_lib.course.residual_view import (  # noqa: E402
     plot_residual_rule,
     residual_rule_widget,
 )
+from specdec_lib.course.widgets import pick, shown  # noqa: E402
 
 
 @pytest.mark.parametrize("name", list(PRESETS))

@@ -16,18 +16,15 @@ notebook, a fresh nbval run and the website all agree.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
 from specdec_lib.analysis.costs import cost_per_token
 from specdec_lib.checks import check_real
-from specdec_lib.course.ngram_view import _linked_stack
 from specdec_lib.course.plotting import COLORS, legend_outside, new_figure
+from specdec_lib.course.widgets import linked_stack, widget_png
 
 Row = Mapping[str, Any]
 
@@ -116,26 +113,6 @@ def verdict(rows: Sequence[Row], c: float, o: float) -> list[str]:
     return lines
 
 
-def _widget_png(fig: Figure, dpi: int = 90, tight: bool = True) -> bytes:
-    """The figure as a PNG with a palette of 32 colours, and closed.
-
-    A widget that responds with no kernel stores every state's picture; a palette
-    PNG of a chart is about a quarter of the full-colour one and looks the same.
-    ``tight=False`` saves the figure as laid out, for one that fits itself (by
-    ``tight_layout``): a tight crop draws the figure twice, and dozens of states
-    make that the cell's run time.
-    """
-    from PIL import Image
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight" if tight else None)
-    plt.close(fig)
-    image = Image.open(buffer).convert("RGB").quantize(colors=32)
-    buffer = io.BytesIO()
-    image.save(buffer, format="png", optimize=True)
-    return buffer.getvalue()
-
-
 def _prices(name: str, values: Sequence[float], start: float) -> tuple[list[float], int]:
     """``values`` checked (non-negative numbers) and the index of ``start`` among them."""
     checked = [check_real(name, v, "non-negative numbers", lambda x: x >= 0) for v in values]
@@ -197,10 +174,8 @@ def cost_widget(
             )
             plot_costs(ax, rows, cv, ov)
             ax.set_ylim(0, top)
-            image_row.append(widgets.Image(value=_widget_png(fig), format="png", layout=layout))
+            image_row.append(widgets.Image(value=widget_png(fig), format="png", layout=layout))
             text_row.append(widgets.HTML("<br>".join(verdict(rows, cv, ov)), layout=layout))
-        texts.append(_linked_stack(c_pick, text_row))
-        images.append(_linked_stack(c_pick, image_row))
-    return widgets.VBox(
-        [c_pick, o_pick, _linked_stack(o_pick, texts), _linked_stack(o_pick, images)]
-    )
+        texts.append(linked_stack(c_pick, text_row))
+        images.append(linked_stack(c_pick, image_row))
+    return widgets.VBox([c_pick, o_pick, linked_stack(o_pick, texts), linked_stack(o_pick, images)])

@@ -32,10 +32,11 @@ from typing import Any
 
 from specdec_lib.checks import check_int
 from specdec_lib.course.plotting import COLORS
+from specdec_lib.course.widgets import linked_stack
 from specdec_lib.engine.drafters import NgramDrafter
 from specdec_lib.text.tokenizer import Tokenizer
 
-__all__ = ["MatchView", "highlight_match", "ngram_explorer", "pick", "shown"]
+__all__ = ["MatchView", "highlight_match", "ngram_explorer"]
 
 _STYLE = {
     "match": f"background:#f5e1ee;border-bottom:2px solid {COLORS['highlight']};",
@@ -234,7 +235,7 @@ def ngram_explorer(
             )
             for cut in cuts
         ]
-        panels.append(widgets.VBox([seen, _linked_stack(seen, states)]))
+        panels.append(widgets.VBox([seen, linked_stack(seen, states)]))
     key = widgets.HTML(f'<div class="specdec-ngram" style="{_CARD}">{_KEY}</div>')
     if len(panels) == 1:
         return widgets.VBox([panels[0], key])
@@ -245,44 +246,4 @@ def ngram_explorer(
         style={"description_width": "initial"},
         layout=widgets.Layout(width="auto", max_width="100%"),
     )
-    return widgets.VBox([menu, _linked_stack(menu, panels), key])
-
-
-def _linked_stack(control: Any, children: Sequence[Any]) -> Any:
-    """An ``ipywidgets.Stack`` of ``children`` showing the one ``control.index`` points at.
-
-    The link is made in the browser (``jslink``), so it holds on a page with no
-    kernel, where the saved widget state is all there is. Link ``index``, never
-    ``value``: a selection widget's ``value`` is not synced to the browser.
-    """
-    import ipywidgets as widgets
-
-    stack = widgets.Stack(list(children), selected_index=control.index)
-    widgets.jslink((control, "index"), (stack, "selected_index"))
-    return stack
-
-
-def pick(control: Any, index: int) -> None:
-    """Set ``control.index`` and follow its ``jslink``-s, as the browser does with saved state.
-
-    With no browser attached (a test, a script), a ``jslink`` does nothing; this
-    plays the browser's part, so a test can move a control and read :func:`shown`.
-    """
-    from ipywidgets.widgets.widget import _instances
-    from ipywidgets.widgets.widget_link import Link
-
-    control.index = check_int("index", index, 0)
-    for link in [w for w in _instances.values() if isinstance(w, Link)]:
-        if link.source == (control, "index"):
-            setattr(*link.target, index)
-
-
-def shown(widget: Any) -> list[Any]:
-    """The leaf widgets a reader sees in ``widget``: a ``Stack`` shows only its selected child."""
-    import ipywidgets as widgets
-
-    if isinstance(widget, widgets.Stack):
-        return shown(widget.children[widget.selected_index])
-    if isinstance(widget, widgets.Box):
-        return [leaf for child in widget.children for leaf in shown(child)]
-    return [widget]
+    return widgets.VBox([menu, linked_stack(menu, panels), key])

@@ -45,7 +45,7 @@ _CYCLE: list[str] = [
     COLORS["baseline"],
 ]
 
-_INK = "#1a1a1a"
+INK = "#1a1a1a"
 _BACKGROUND = "#ffffff"
 
 _COURSE_RC: dict[str, Any] = {
@@ -59,9 +59,9 @@ _COURSE_RC: dict[str, Any] = {
     "savefig.transparent": False,
     "savefig.bbox": "tight",
     "axes.facecolor": _BACKGROUND,
-    "axes.edgecolor": _INK,
-    "axes.labelcolor": _INK,
-    "axes.titlecolor": _INK,
+    "axes.edgecolor": INK,
+    "axes.labelcolor": INK,
+    "axes.titlecolor": INK,
     "axes.titlesize": 12,
     "axes.titleweight": "bold",
     "axes.labelsize": 11,
@@ -71,11 +71,11 @@ _COURSE_RC: dict[str, Any] = {
     "axes.prop_cycle": mpl.cycler(color=_CYCLE),
     "grid.color": "#d0d0d0",
     "grid.linewidth": 0.6,
-    "xtick.color": _INK,
-    "ytick.color": _INK,
+    "xtick.color": INK,
+    "ytick.color": INK,
     "xtick.labelsize": 10,
     "ytick.labelsize": 10,
-    "text.color": _INK,
+    "text.color": INK,
     "legend.frameon": True,
     "legend.facecolor": _BACKGROUND,
     "legend.edgecolor": "#d0d0d0",

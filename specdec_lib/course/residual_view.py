@@ -27,9 +27,8 @@ from matplotlib.figure import Figure
 
 from specdec_lib.analysis.exact import residual_decomposition
 from specdec_lib.checks import check_real
-from specdec_lib.course.cost_view import _widget_png
-from specdec_lib.course.ngram_view import _linked_stack
-from specdec_lib.course.plotting import _INK, COLORS
+from specdec_lib.course.plotting import COLORS, INK
+from specdec_lib.course.widgets import linked_stack, widget_png
 
 Pair = tuple[Sequence[float], Sequence[float]]
 
@@ -108,7 +107,7 @@ def plot_residual_rule(
         marker="D",
         s=36,
         color=COLORS["highlight"],
-        edgecolors=_INK,
+        edgecolors=INK,
         linewidths=0.6,
         label="biased rule",
         zorder=4,
@@ -189,8 +188,8 @@ def residual_rule_widget(
             for ax in fig.axes:
                 ax.set_ylim(0, top)
         images = [
-            widgets.Image(value=_widget_png(fig, tight=False), format="png", layout=layout)
+            widgets.Image(value=widget_png(fig, tight=False), format="png", layout=layout)
             for fig in figures
         ]
-        stacks.append(_linked_stack(slider, images))
-    return widgets.VBox([menu, slider, _linked_stack(menu, stacks)])
+        stacks.append(linked_stack(slider, images))
+    return widgets.VBox([menu, slider, linked_stack(menu, stacks)])
