@@ -216,3 +216,23 @@ def test_a_widget_picture_is_a_small_palette_png_in_the_course_ink():
     image = Image.open(io.BytesIO(png))
     assert image.format == "PNG" and image.mode == "P" and len(image.getcolors()) <= 32
     assert not plt.fignum_exists(fig.number)  # closed: dozens of states, no leak
+
+
+def test_a_log_axis_is_labelled_between_its_powers_of_ten(course_style):
+    from specdec_lib.course.plotting import log_axis
+
+    fig, ax = new_figure("positions", "time (ms)")
+    ax.plot([1, 64], [2.0, 9.0])
+    log_axis(ax, "y")
+    fig.canvas.draw()
+    low, high = ax.get_ylim()
+    shown = [
+        label.get_text()
+        for value, label in zip(ax.get_yticks(), ax.get_yticklabels(), strict=True)
+        if low <= value <= high
+    ]
+    assert ax.get_yscale() == "log"
+    assert shown == ["2", "5"], shown  # the default axis labels nothing between 1 and 10
+    with pytest.raises(ValueError, match="axis"):
+        log_axis(ax, "z")
+    plt.close(fig)

@@ -23,6 +23,7 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 #: Okabe-Ito colours, by what they mean in this course.
 COLORS: dict[str, str] = {
@@ -144,6 +145,23 @@ def legend_outside(ax: Axes, ncols: int | None = None, **kwargs: Any) -> None:
         ncols=min(n, 3),
         **kwargs,
     )
+
+
+def log_axis(ax: Axes, axis: str = "y") -> None:
+    """Put ``axis`` on a log scale labelled at 1, 2 and 5 times each power of ten.
+
+    Matplotlib's default log axis labels only the powers of ten, so data spanning
+    2 to 9 ms shows a single label ("10^1") and no way to read a point off it. Here
+    the labels are plain numbers ("2", "5", "10", "0.5"); the unlabelled minor ticks
+    stay. Call it after plotting, instead of ``ax.set_yscale("log")``.
+    """
+    if axis not in ("x", "y"):
+        raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    scale = ax.xaxis if axis == "x" else ax.yaxis
+    scale.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    scale.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    scale.set_minor_formatter(NullFormatter())
 
 
 def check_figure(fig: Figure) -> None:
