@@ -73,6 +73,19 @@ def test_the_residual_rule_check_raises_no_false_alarm_on_the_correct_rule_over_
     assert len(failed) == 0, f"false alarms at seeds {failed}"  # below 1% of 100 seeds
 
 
+def test_a_rule_verifying_against_the_unfiltered_target_is_named_and_the_correct_one_is_not():
+    # Temperature 0.8 and top-k 5 change p; a rule that verifies against softmax(logits)
+    # is exact for the wrong p, so only the filtered probe can see it, and it says so.
+    probe = "temperature 0.8, top-k 5: chi-square p (position 2)"
+    wrong = MISTAKES["check_accept_sampled"]["sampling parameters not applied"].function
+    for seed in range(3):
+        report = G.check_accept_sampled(wrong, seed=seed)
+        assert report.diagnosis is Diagnosis.IGNORES_PARAMS, report
+        assert report.evidence[probe] < 1e-4 and "raw: " in report.message
+        correct = G.check_accept_sampled(accept_sampled, seed=seed)
+        assert correct.passed and correct.evidence[probe] >= 1e-4, correct
+
+
 def test_the_distribution_test_check_raises_no_false_alarm_on_a_correct_test():
     # Its own false-alarm rate is bounded by TAIL_LIMIT = 1e-3 per call on a test of level
     # alpha (and far less for a slightly conservative one); 8 seeds of 200 test runs each.

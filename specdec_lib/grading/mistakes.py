@@ -223,13 +223,22 @@ def _ngram(hi=lambda c, hi, lo: hi, lo=lambda lo: lo, k=lambda c, k: k):
     )
 
 
-def _sampled(rows=None, certain=False, bonus=True, residual=None, rule=accept_sampled):
+def _unfiltered(params: SamplingParams) -> SamplingParams:
+    """Temperature 1, no top-k, no top-p: the target's raw softmax, whatever was asked."""
+    return replace(params, temperature=1.0, top_k=None, top_p=1.0)
+
+
+def _sampled(
+    rows=None, certain=False, bonus=True, residual=None, rule=accept_sampled, settings=None
+):
     """The residual rule with its rows shifted, each proposal taken as certain (q(x) = 1),
-    no bonus token, another residual, or another rule altogether."""
+    no bonus token, another residual, other sampling settings for the target, or another
+    rule altogether."""
 
     def accept_sampled_(logits, q, proposed, params, generator=None):
         logits = logits if rows is None else rows(logits)
         q = one_hot_probs(proposed, logits.shape[-1]) if certain else q
+        params = params if settings is None else settings(params)
         args = (logits, q, proposed, params, generator)
         result = rule(*args) if residual is None else accept_sampled(*args, residual)
         return result if bonus else _without_bonus(result, len(proposed))
@@ -264,6 +273,7 @@ MISTAKES: dict[str, dict[str, Mistake]] = {
             _sampled(residual=_falls_off_the_end),
             D.UNNORMALISED_RESIDUAL,
         ),
+        ("sampling parameters not applied", _sampled(settings=_unfiltered), D.IGNORES_PARAMS),
     ),
     "check_speculative_generate": _table(
         ("overshoots max_tokens", _speculative_overshoots, D.WRONG_LENGTH),
