@@ -225,3 +225,10 @@ def test_content_words_of_a_note_mostly_follow_their_topic_chain():
             last[kind] = i
             used[kind].add(i)
     assert abs(follows / total - CHAIN) < 0.05
+
+
+def test_a_byte_of_a_multibyte_character_is_shown_as_its_byte_not_a_replacement_character():
+    tok = Tokenizer()
+    pieces = [tok.piece(i) for i in tok.encode("café")]
+    assert pieces[-2:] == ["<0xC3>", "<0xA9>"] and "\ufffd" not in "".join(pieces)
+    assert tok.decode(tok.encode("café")) == "café"

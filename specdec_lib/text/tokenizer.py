@@ -102,5 +102,11 @@ class Tokenizer:
         return b"".join(out).decode("utf-8", errors="replace")
 
     def piece(self, token_id: int) -> str:
-        """The text of one token, for displays that mark token boundaries."""
-        return self.decode([token_id])
+        """The text of one token, for displays that mark token boundaries.
+
+        A byte token of a multi-byte character (0x80 and up) is no character on its
+        own, and decoding it alone gives U+FFFD; it shows as ``<0xC3>``, the way
+        Llama's tokenizer writes its byte tokens.
+        """
+        text = self.decode([token_id])
+        return f"<0x{token_id:02X}>" if 0x80 <= token_id < 256 else text
