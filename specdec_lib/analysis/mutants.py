@@ -252,8 +252,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "one uniform per round",
-        "vllm-project/vllm#13196",
-        "https://github.com/vllm-project/vllm/issues/13196",
+        "",
+        "",
         "",
         "the first uniform of a round is reused at every drafted position",
         _one_uniform_per_round,
@@ -261,9 +261,9 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "seedless uniforms",
-        "vllm-project/vllm#13196",
-        "https://github.com/vllm-project/vllm/issues/13196",
-        "",
+        "vllm-project/vllm#6038",
+        "https://github.com/vllm-project/vllm/issues/6038",
+        "vllm-project/vllm#6034",
         "the acceptance uniforms come from one fixed-seed stream per request, not its generator",
         _uniforms_ignore_the_seed,
         law="correct",
