@@ -113,3 +113,5 @@ def test_initialisation_is_torchs_normal_to_a_few_float32_ulps():
         next_ours = torch.rand(1).item()
         assert float((theirs - ours).abs().max()) < 1e-5
         assert next_ours == next_theirs  # the same draws consumed: later inits line up too
+    with pytest.raises(ValueError, match="at least 16 elements"):
+        normal_(torch.empty(8), 1.0)

@@ -51,9 +51,10 @@ GLUE_DIGITS = 4
 A float computed through float32 kernels moves in its 7th or 8th significant digit
 from one CPU (or thread count) to another, and a glued value is stored, and
 compared by ``pytest``, as the text of the value: glued at full precision, it
-passes only on the machine that stored it. Four digits are what the prose shows
-(it formats with ``.2f``, ``.1%``, ``.3f`` and the like), and they move across
-kernels only when a value sits within about 1e-7 of a rounding edge.
+passes only on the machine that stored it. Four digits cover what the prose shows
+(it formats with ``.2f``, ``.1%``, ``.3f`` and the like), and a float32 wobble of
+about one part in 10^7 moves the fourth digit only for a value that sits that
+close to a rounding edge.
 ``tests/test_book.py`` checks that no prose role shows more digits than were kept.
 """
 

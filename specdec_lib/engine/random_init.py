@@ -28,9 +28,12 @@ def normal_(p: torch.Tensor, std: float) -> None:
     vector kernels, whose log, cos and sin round differently under AVX-512, AVX2 and
     none: an untrained model would differ from one CPU to the next. Here the same
     uniforms go through the same transform in float64, rounded once. ``p`` needs at
-    least 16 elements; torch redraws a ragged tail as one more block of 16.
+    least 16 elements (every matrix here has thousands); torch redraws a ragged tail
+    as one more block of 16.
     """
     n = p.numel()
+    if n < 16:  # torch draws fewer than 16 normals another way, which this does not follow
+        raise ValueError(f"p must have at least 16 elements, got {n}")
     normals = _box_muller(torch.rand(n)[: n - n % 16])
     if n % 16:
         normals = torch.cat([normals[: n - 16], _box_muller(torch.rand(16))])
