@@ -194,6 +194,9 @@ def _stubs():
     def slower_from(rows):
         raise NotImplementedError()
 
+    def rollback_batch(rows, lengths, proposed, accepted, block_size):
+        raise NotImplementedError()
+
     class BernoulliDrafter:
         def __init__(self, n_prompt, reference, alpha, seed):
             self.alpha = alpha
@@ -202,7 +205,8 @@ def _stubs():
             raise NotImplementedError()
 
     stubs = [speculative_generate, decode_step_bytes, propose, accept_greedy, break_even_c]
-    stubs += [accept_sampled, distribution_test, expected_cache_lengths, BernoulliDrafter]
+    stubs += [accept_sampled, distribution_test, expected_cache_lengths, rollback_batch]
+    stubs += [BernoulliDrafter]
     stubs += [slower_from]  # in CHECKS order
     return dict(zip(G.CHECKS.values(), stubs, strict=True))
 

@@ -7,6 +7,7 @@ because of the student's code. Imports flow one way: report, mistakes, harness, 
 # ruff: noqa: F401 (the checks are imported for CHECKS and as the public names)
 from .exact import (
     check_accept_greedy,
+    check_batch_rollback,
     check_break_even_c,
     check_cache_lengths,
     check_decode_step_bytes,
@@ -23,7 +24,7 @@ CHECKS = {
     name: globals()[name]
     for name in """check_speculative_generate check_decode_step_bytes check_ngram_drafter
     check_accept_greedy check_break_even_c check_accept_sampled check_distribution_test
-    check_cache_lengths check_bernoulli_drafter check_slower_from""".split()
+    check_cache_lengths check_batch_rollback check_bernoulli_drafter check_slower_from""".split()
 }
 
 __all__ = ["CHECKS", "LOG_ENV", "Diagnosis", "Report", *CHECKS]

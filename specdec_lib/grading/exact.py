@@ -246,3 +246,61 @@ check_slower_from = ExactCheck(
     """Check ``slower_from(rows) -> int | None`` against the library's ``crossover`` on 60
     random sweeps of batch sizes, in any order.""",
 )
+
+
+def _rollback_cases(seed: int) -> list[tuple]:
+    """(rows, lengths, proposed, accepted, block_size): edge cases (one row, nothing
+    proposed, everything accepted, crops onto a block boundary), then random batches
+    whose accepted counts come keyed by request id, mostly not in row order."""
+    rng, cases = random.Random(f"rollback/{seed}"), []
+    edge = [
+        ([30], [4], [1], 8),  # keeps 32 = 4 whole blocks: frees the fifth
+        ([31], [4], [0], 8),  # keeps 32 of 36: crops onto a boundary
+        ([10, 50], [3, 3], [3, 0], 4),
+        ([7, 7, 7], [0, 5, 2], [0, 5, 0], 16),
+        ([0, 12], [6, 6], [2, 6], 1),
+        ([15, 40, 3], [4, 1, 8], [0, 1, 5], 8),
+    ]
+    for lengths, proposed, accepted, size in edge:
+        rows = [f"req-{rng.randrange(1000)}-{b}" for b in range(len(lengths))]
+        order = rows[::-1]
+        cases.append((rows, lengths, proposed, dict(zip(order, accepted[::-1], strict=True)), size))
+    for i in range(60):
+        B = rng.randint(2, 6)
+        rows = [f"req-{rng.randrange(1000)}-{b}" for b in range(B)]
+        lengths = [rng.randrange(0, 200) for _ in rows]
+        proposed = [rng.randint(0, 8) for _ in rows]
+        counts = [rng.randint(0, m) for m in proposed]
+        keyed = list(zip(rows, counts, strict=True))
+        if i % 5:
+            rng.shuffle(keyed)  # the sampler's order, not the batch's
+        cases.append((rows, lengths, proposed, dict(keyed), rng.choice([4, 8, 16])))
+    return cases
+
+
+def _rollback_answer(fn: Callable, case: tuple) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    rows, lengths, proposed, accepted, size = case
+    got = call_student(
+        fn, "rollback_batch", list(rows), list(lengths), list(proposed), dict(accepted), size
+    )
+    shape = f"(new_lengths, freed): two lists of {len(rows)} ints, one per row"
+    if not isinstance(got, tuple | list) or len(got) != 2:
+        raise Abort(Diagnosis.WRONG_TYPE, f"Return {shape}; got {got!r:.80}.")
+    new, freed = (as_tokens(part, "each list") for part in got)
+    if len(new) != len(rows) or len(freed) != len(rows):
+        raise Abort(Diagnosis.WRONG_TYPE, f"Return {shape}; got {got!r:.80}.")
+    return tuple(new), tuple(freed)
+
+
+check_batch_rollback = ExactCheck(
+    "check_batch_rollback",
+    _rollback_cases,
+    _rollback_answer,
+    lambda c: (
+        f"rows = {c[0]}, lengths = {c[1]}, proposed = {c[2]}, accepted = {c[3]}, "
+        f"block_size = {c[4]}"
+    ),
+    """Check ``rollback_batch(rows, lengths, proposed, accepted, block_size) -> (new_lengths,
+    freed)`` on about 70 batches: edge cases, then random batches whose accepted counts come
+    keyed by request id in another order than the rows.""",
+)

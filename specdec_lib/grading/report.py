@@ -88,6 +88,11 @@ WRONG_TAIL | tests the wrong tail | The bug makes d too frequent: test that tail
 COUNTS_PENDING | counts the pending token | The cache holds the context but its last token.
 NO_ROLLBACK | forgets the rollback | Rejected positions are cropped from the cache.
 ACCEPTED_ONLY | counts only the accepted proposals | The context grows by every emitted token.
+RESETS_CACHE | resets the cache instead of cropping it | Crop each row to what it keeps; never to 0.
+SHARED_ROLLBACK | rolls every row back by the same count | Roll each row back by its own rejections.
+WRONG_ROW | gives rows each other's accepted counts | Look each row's count up by its request id.
+DROPS_PENDING | drops the pending token the pass wrote | Keep it: the length grows by 1 + accepted.
+FREES_PARTIAL_BLOCK | frees a partly used block | Keep every block that holds a kept entry.
 SPOIL_RATE | keeps the wrong share of proposals | Keep each token with probability alpha.
 INVERTED_SPOIL | spoils with probability alpha | Spoil with probability 1 - alpha.
 DEPENDENT_SPOILS | spoils tokens together | Draw one coin per token.
