@@ -24,7 +24,10 @@ Three parts, each row at every size the chapter shows:
   with the rates part's runs of the correct rule (independent of them), the false-alarm
   rate at each size must have a 95% interval containing alpha; and, for comparison,
   ``--textbook-runs`` samples judged by the textbook chi-square tail instead of the
-  Monte-Carlo p-value (the reason the test does not use it);
+  Monte-Carlo p-value (the reason the test does not use it); and the false-alarm rate
+  conditional on the one reference sample the library reuses at each size, over
+  ``--conditional-runs`` fresh samples (:func:`conditional_false_alarm_rate`), which
+  must lie within 3 sd of alpha;
 * real: ``--real-seeds`` seeds through the real ``accept_sampled`` and
   ``accept_sampled_biased`` (seeds from ``--first-seed``, prefixes of one run per seed
   and rule, sizes up to ``--real-max-size``), whose counts must agree with the parts
@@ -61,8 +64,10 @@ from specdec_lib.analysis.hypothesis import (
     NULL_SIMULATIONS,
     chi_square_power,
     chi_square_power_local,
+    conditional_false_alarm_rate,
     distribution_test,
     noncentrality,
+    null_simulations,
     pooled_bins,
     pooled_probabilities,
     run_distribution_tests,
@@ -145,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--real-seeds", type=int, default=200)
     parser.add_argument("--real-max-size", type=int, default=300)
     parser.add_argument("--textbook-runs", type=int, default=200_000)
+    parser.add_argument("--conditional-runs", type=int, default=1_000_000)
     parser.add_argument("--first-seed", type=int, default=100)
     parser.add_argument("--sizes", default="100,200,300,500,750,1000,1500")
     parser.add_argument("--out", type=Path, default=OUT)
@@ -165,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     p1 = process_logits(logits, T1)
     null_t1 = null_false_alarms(p1, T1_SAMPLES, args.null_runs // 5)
     textbook = {n: textbook_false_alarms(p, n, args.textbook_runs) for n in sizes}
+    conditional = {n: conditional_false_alarm_rate(p, n, args.conditional_runs, 17) for n in sizes}
+    conditional_t1 = conditional_false_alarm_rate(p1, T1_SAMPLES, args.conditional_runs // 5, 17)
     print(
         f"calibration over {args.null_runs} seed-runs per size: {time.perf_counter() - start:.0f} s"
     )
@@ -206,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
             textbook_runs=args.textbook_runs,
             textbook_false_alarms=textbook[n],
             textbook_false_alarm_interval=interval(textbook[n], args.textbook_runs),
+            conditional_runs=args.conditional_runs,
+            conditional_false_alarm_rate=conditional[n],
             misses=misses,
             miss_rate=misses / args.seeds,
             miss_interval=interval(misses, args.seeds),
@@ -240,12 +250,23 @@ def main(argv: list[str] | None = None) -> int:
         null_runs=args.null_runs // 5,
         null_false_alarms=null_t1,
         null_false_alarm_interval=interval(null_t1, args.null_runs // 5),
+        conditional_runs=args.conditional_runs // 5,
+        conditional_false_alarm_rate=conditional_t1,
     )
+
+    def near_alpha(r: dict) -> bool:
+        """Within 3 sd of alpha: the reference quantile's error and the measurement's."""
+        b = null_simulations(r["cells"])
+        sd = (ALPHA * (1 - ALPHA) / b) ** 0.5 + (ALPHA * (1 - ALPHA) / r["conditional_runs"]) ** 0.5
+        return abs(r["conditional_false_alarm_rate"] - ALPHA) <= 3 * sd
+
     checks = {
         "false_alarm_intervals_contain_alpha": all(
             inside(ALPHA, r["pooled_false_alarm_interval"]) for r in rows
         )
         and inside(ALPHA, t1["null_false_alarm_interval"]),
+        "conditional_false_alarm_rates_near_alpha": all(near_alpha(r) for r in rows)
+        and near_alpha(t1),
         "predicted_miss_rates_inside_measured_intervals": all(
             inside(r["predicted_miss_rate"], r["miss_interval"]) for r in rows
         ),
@@ -285,6 +306,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     save_result(args.out, result)
     print(f"T=1, {T1_SAMPLES} rounds: {null_t1}/{args.null_runs // 5} false alarms")
+    print(
+        "false-alarm rate given the reused reference sample: "
+        + ", ".join(f"{r['samples']}: {r['conditional_false_alarm_rate']:.5f}" for r in rows)
+        + f", T=1: {conditional_t1:.5f}"
+    )
     print(f"{'PASS' if passed else 'FAIL'} {checks}; {result['seconds']} s; wrote {args.out}")
     return 0 if passed else 1
 

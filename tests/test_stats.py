@@ -18,6 +18,7 @@ from specdec_lib.analysis.hypothesis import (
     NULL_SIMULATIONS,
     chi_square,
     chi_square_power,
+    conditional_false_alarm_rate,
     distribution_test,
     error_rates,
     expected_z,
@@ -244,6 +245,28 @@ def test_the_monte_carlo_p_value_is_calibrated_where_cells_are_sparse():
     for alpha in (0.01, 0.05):
         low, high = binom.ppf(0.025, runs, alpha), binom.ppf(0.975, runs, alpha)
         assert low <= int((p_values <= alpha).sum()) <= high, alpha
+
+
+def test_the_false_alarm_rate_given_the_reused_reference_is_what_chi_square_delivers():
+    """The vectorised rate must match chi_square itself run on fresh samples (the same
+    reference set is reused by both), and sit near alpha; bad input is refused."""
+    p = process_logits(random_logits(9, 12), SAMPLED)
+    rng = np.random.default_rng(6)
+    runs, n, alpha = 4000, 30, 0.05
+    looped = np.mean(
+        [
+            chi_square(torch.from_numpy(rng.multinomial(n, p.numpy())), p).p_value < alpha
+            for _ in range(runs)
+        ]
+    )
+    vectorised = conditional_false_alarm_rate(p, n, runs, seed=1, alpha=alpha)
+    se = math.sqrt(alpha * (1 - alpha) / runs)
+    assert abs(vectorised - looped) < 4 * math.sqrt(2) * se
+    assert abs(vectorised - alpha) < 0.02
+    with pytest.raises(ValueError, match="runs"):
+        conditional_false_alarm_rate(p, n, 0, seed=1)
+    with pytest.raises(ValueError, match="alpha"):
+        conditional_false_alarm_rate(p, n, 10, seed=1, alpha=1.5)
 
 
 def test_a_power_curve_needs_cells_expected_five_times_and_matches_its_measurement():

@@ -278,6 +278,39 @@ def chi_square(
     return ChiSquareResult(statistic, dof, p_value, n, n_bins, float(chi2.sf(statistic, dof)))
 
 
+def conditional_false_alarm_rate(
+    p_null: torch.Tensor, n: int, runs: int, seed: int, alpha: float = ALPHA
+) -> float:
+    """The share of ``runs`` fresh samples of size ``n`` from ``p_null`` (V,) that
+    :func:`chi_square` would fail at level ``alpha``: its false-alarm rate as the library
+    really runs it.
+
+    A Monte-Carlo p-value is exact, at most alpha, when every test draws its own reference
+    sample. :func:`chi_square` draws one seeded reference per (n, cells) and reuses it, so
+    that a sweep over thousands of seeds pays for it once. Every test at that size then
+    shares one threshold, and the false-alarm rate is conditional on that one reference:
+    the null's mass beyond the reference's own (1 - alpha) quantile, which is alpha give
+    or take sqrt(alpha (1 - alpha) / B). This measures it, vectorised over the cells.
+    """
+    if n < 1 or runs < 1:
+        raise ValueError(f"n and runs must be >= 1, got n={n!r}, runs={runs!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    cells = pooled_probabilities(p_null, pooled_bins(p_null, n))
+    cells = cells / cells.sum()  # exactly as chi_square scores them
+    null = _null_statistics(cells, n)
+    rng = np.random.default_rng([seed, n, len(cells)])
+    chunk = max(1, 4_000_000 // len(cells))  # at most ~32 MB of counts at a time
+    failed = 0
+    for start in range(0, runs, chunk):
+        statistics = _statistic(rng.multinomial(n, cells, size=min(chunk, runs - start)), n * cells)
+        # (1 + #{null >= statistic}) / (B + 1), ties as in _monte_carlo_p_value
+        thresholds = statistics - _TIE_TOLERANCE * np.abs(statistics)
+        at_least = len(null) - np.searchsorted(null, thresholds, side="left")
+        failed += int(((1 + at_least) / (len(null) + 1) < alpha).sum())
+    return failed / runs
+
+
 def _critical_value(p_null: torch.Tensor, n: int, alpha: float = ALPHA) -> float:
     """The statistic :func:`chi_square` must exceed for a p-value <= ``alpha`` after ``n``
     draws: the null statistic with floor(alpha (B + 1)) - 1 others above it."""
