@@ -236,3 +236,27 @@ def test_a_log_axis_is_labelled_between_its_powers_of_ten(course_style):
     with pytest.raises(ValueError, match="axis"):
         log_axis(ax, "z")
     plt.close(fig)
+
+
+def test_round_bars_stack_what_each_pass_emitted_and_hatch_the_rejections(course_style):
+    from specdec_lib.course.rounds_plot import plot_rounds
+
+    def rnd(proposed, n_accepted, emitted):
+        return SimpleNamespace(proposed=proposed, n_accepted=n_accepted, emitted=emitted)
+
+    full = SimpleNamespace(log=[rnd([1, 2], 2, [1, 2, 3]), rnd([4, 5], 2, [4, 5, 6])])
+    rejected = SimpleNamespace(log=[rnd([7, 8], 0, [9]), rnd([], 0, [3])])
+    fig = plot_rounds({"all accepted": full, "one rejection": rejected}, k=2)
+    left, right = fig.axes
+    assert left.get_ylabel() and right.get_xlabel()  # the panels share the y-axis
+    # accepted, target's own, hatched rejections (right panel only)
+    assert [p.get_height() for p in left.patches] == [2, 2, 1, 1]
+    assert [p.get_height() for p in right.patches] == [0, 0, 1, 1, 2]
+    assert [t.get_text() for t in fig.legends[0].get_texts()].count(
+        "rejected proposals (not emitted)"
+    ) == 1
+    plt.close(fig)
+    with pytest.raises(ValueError, match="k must"):
+        plot_rounds({"a": full}, k=0)
+    with pytest.raises(ValueError, match="runs"):
+        plot_rounds({}, k=2)
