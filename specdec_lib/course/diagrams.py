@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
+from matplotlib.text import Text
 
 from specdec_lib.course.plotting import COLORS, INK
 
@@ -75,7 +76,21 @@ def _box(
             hatch=hatch,
         )
     )
-    ax.text(x, y, text, ha="center", va="center", fontsize=size, color=ink)
+    label = ax.text(x, y, text, ha="center", va="center", fontsize=size, color=ink)
+    _shrink_to_fit(ax, label, 0.88 * w)
+
+
+def _shrink_to_fit(ax: Axes, label: Text, width: float) -> None:
+    """Lower ``label``'s font size until it is at most ``width`` data units wide: a wide
+    token ("mimuma") must stay inside its box at any figure size."""
+    renderer = ax.figure.canvas.get_renderer()
+    to_data = ax.transData.inverted()
+    while label.get_fontsize() > 5:
+        box = label.get_window_extent(renderer)
+        (x0, _), (x1, _) = to_data.transform([(box.x0, 0), (box.x1, 0)])
+        if x1 - x0 <= width:
+            return
+        label.set_fontsize(label.get_fontsize() - 0.5)
 
 
 def _arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], **kwargs) -> None:
