@@ -37,7 +37,8 @@ def test_a_verification_pass_has_k_plus_1_rows_and_marks_every_outcome(n_accepte
     text = _texts(fig)
     assert all(f"row {i}" in text for i in range(5)) and "row 5" not in text
     assert text.count("✓") == n_accepted
-    assert ("bonus" in text) == (n_accepted == 4)
+    assert ("bonus\ntoken" in text) == (n_accepted == 4)
+    assert ("bonus row:\nunused" in text) == (n_accepted < 4)
     assert ("rejected" in text) == (n_accepted < 4)
     edges = _edges(fig)
     assert (COLORS["accepted"].lower() in edges) == (n_accepted > 0)

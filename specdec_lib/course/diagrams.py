@@ -172,6 +172,8 @@ def verification_pass_diagram(
             kind, text = "rejected", f"✗ draft {i + 1}\nrejected:\ncorrection"
         elif i == n_accepted == k:
             kind, text = "highlight", "bonus\ntoken"
+        elif i == k:
+            kind, text = "stale", "bonus row:\nunused"
         else:
             kind, text = "stale", f"scores\ndraft {i + 1}:\nunused"
         edge = COLORS["baseline"] if kind == "stale" else COLORS[kind]
