@@ -134,7 +134,8 @@ def check_drafters(drafters: object, n: int) -> list:
 
 
 def check_model_config(config: object) -> None:
-    """A TinyGPT shape: integer sizes >= 1, an even head size, a rotary base > 1."""
+    """A TinyGPT shape: integer sizes >= 1, an even head size, a rotary base > 1, a positive
+    norm epsilon, and query heads that split evenly among the key/value heads."""
     for name in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd", "n_hidden"):
         check_int(name, getattr(config, name))
     n_embd, n_head = config.n_embd, config.n_head  # type: ignore[attr-defined]
@@ -143,6 +144,12 @@ def check_model_config(config: object) -> None:
             f"n_embd / n_head must be an even integer, got n_embd={n_embd}, n_head={n_head}"
         )
     check_real("rope_theta", config.rope_theta, "a number > 1", lambda t: t > 1)  # type: ignore[attr-defined]
+    check_real("rms_norm_eps", config.rms_norm_eps, "a number > 0", lambda e: e > 0)  # type: ignore[attr-defined]
+    n_kv = config.n_kv_head  # type: ignore[attr-defined]
+    if n_kv is not None:
+        check_int("n_kv_head", n_kv)
+        if n_head % n_kv:
+            raise ValueError(f"n_head must be a multiple of n_kv_head, got {n_head} and {n_kv}")
 
 
 def check_forward(

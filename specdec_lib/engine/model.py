@@ -1,6 +1,8 @@
 """TinyGPT: a Llama-shaped decoder small enough to train and run on one CPU core.
 
-Parameter names map one to one onto Hugging Face's ``LlamaForCausalLM``. The one
+Parameter names map one to one onto Hugging Face's ``LlamaForCausalLM``, and the shape
+covers what a real Llama needs (fewer key/value heads than query heads, its RoPE base
+and RMSNorm epsilon), so the same class runs SmolLM2-135M (:mod:`.smollm2`). The one
 addition (``ModelConfig.smear_keys``) mixes each key with the previous position's, so a
 single head can copy from context and a small model learns to within a few hundred
 steps. The KV cache is static, as in gpt-fast: rolling back is lowering a length.
@@ -35,15 +37,23 @@ class ModelConfig:
     n_hidden: int = 384  # SwiGLU width (Llama: about 8/3 of n_embd)
     rope_theta: float = 10000.0
     smear_keys: bool = True
+    n_kv_head: int | None = None  # grouped-query attention: key/value heads (None: n_head)
+    rms_norm_eps: float = 1e-5
 
     def __post_init__(self) -> None:
         check_model_config(self)
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads: each serves n_head / kv_heads query heads, and the cache
+        stores only these, which is what grouped-query attention saves."""
+        return self.n_head if self.n_kv_head is None else self.n_kv_head
 
 
 class KVCache:
     """Static per-layer key/value buffers with one length per sequence.
 
-    ``k[layer]`` has shape ``(B, n_head, block_size, n_embd / n_head)``. Position ``t`` of
+    ``k[layer]`` has shape ``(B, kv_heads, block_size, n_embd / n_head)``. Position ``t`` of
     sequence ``b`` lives at ``k[layer][b, :, t]``; entries at or beyond
     ``lengths[b]`` are stale and never attended to. The lengths are a Python list (the
     loop reads and sets them every round; as a tensor each read is an operator call).
@@ -53,7 +63,7 @@ class KVCache:
 
     def __init__(self, config: ModelConfig, batch_size: int = 1) -> None:
         check_int("batch_size", batch_size)
-        shape = (batch_size, config.n_head, config.block_size, config.n_embd // config.n_head)
+        shape = (batch_size, config.kv_heads, config.block_size, config.n_embd // config.n_head)
         self.k = [torch.zeros(shape) for _ in range(config.n_layer)]
         self.v = [torch.zeros(shape) for _ in range(config.n_layer)]
         self.lengths = [0] * batch_size
@@ -118,12 +128,13 @@ def smear(keys: torch.Tensor, logit: torch.Tensor) -> torch.Tensor:
 class Attention(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.n_head = config.n_head
+        self.n_head, self.n_kv = config.n_head, config.kv_heads
+        kv_width = config.kv_heads * (config.n_embd // config.n_head)
         self.q_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
-        self.k_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
-        self.v_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
+        self.k_proj = nn.Linear(config.n_embd, kv_width, bias=False)
+        self.v_proj = nn.Linear(config.n_embd, kv_width, bias=False)
         self.o_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
-        self.k_smear = nn.Parameter(torch.zeros(config.n_head)) if config.smear_keys else None
+        self.k_smear = nn.Parameter(torch.zeros(self.n_kv)) if config.smear_keys else None
 
     def forward(self, x, cos, sin, kv, pos, mask) -> torch.Tensor:  # noqa: ANN001
         """``x`` (B, T, C); ``cos``, ``sin`` (B, 1, T, hs); ``kv`` this layer's (key, value)
@@ -132,18 +143,25 @@ class Attention(nn.Module):
         B, T, C = x.shape
         hs = C // self.n_head
         q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
-        k = self.k_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
-        v = self.v_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.k_proj(x).view(B, T, self.n_kv, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        v = self.v_proj(x).view(B, T, self.n_kv, hs).transpose(1, 2)  # (B, nkv, T, hs)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         keys, values = k, v
         if kv is not None:
             rows = torch.arange(B)[:, None]  # (B, 1)
-            kv[0][rows, :, pos] = k.transpose(1, 2)  # write (B, T, nh, hs) by position
+            kv[0][rows, :, pos] = k.transpose(1, 2)  # write (B, T, nkv, hs) by position
             kv[1][rows, :, pos] = v.transpose(1, 2)
             keys, values = kv[0][:, :, : mask.shape[-1]], kv[1][:, :, : mask.shape[-1]]
         if self.k_smear is not None:
             keys = smear(keys, self.k_smear)
-        y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=mask is None)
+        y = F.scaled_dot_product_attention(  # each key/value head serves nh / nkv query heads
+            q,
+            keys,
+            values,
+            attn_mask=mask,
+            is_causal=mask is None,
+            enable_gqa=self.n_kv != self.n_head,
+        )
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
         return self.o_proj(y)
 
@@ -166,9 +184,9 @@ class _DecoderLayer(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.input_layernorm = RMSNorm(config.n_embd)
+        self.input_layernorm = RMSNorm(config.n_embd, config.rms_norm_eps)
         self.self_attn = Attention(config)
-        self.post_attention_layernorm = RMSNorm(config.n_embd)
+        self.post_attention_layernorm = RMSNorm(config.n_embd, config.rms_norm_eps)
         self.mlp = _MLP(config)
 
     def forward(self, x, cos, sin, kv, pos, mask) -> torch.Tensor:  # noqa: ANN001
@@ -186,7 +204,7 @@ class TinyGPT(nn.Module):
             dict(
                 embed_tokens=nn.Embedding(config.vocab_size, config.n_embd),
                 layers=nn.ModuleList(_DecoderLayer(config) for _ in range(config.n_layer)),
-                norm=RMSNorm(config.n_embd),
+                norm=RMSNorm(config.n_embd, config.rms_norm_eps),
             )
         )
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
