@@ -354,7 +354,7 @@ class ConfidenceStopDrafter(LibraryDrafter):
         tokens: list[int] = []
         for _ in range(k):
             # One cached draft pass (the course drafter's own cache and crop logic).
-            probs = torch.softmax(self.inner._logits_after(context + tokens).double(), -1)
+            probs = torch.softmax(self.inner.logits_after(context + tokens).double(), -1)
             tokens.append(int(probs.argmax()))
             if probs[tokens[-1]] < self.threshold:
                 break

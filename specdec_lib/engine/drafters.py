@@ -136,7 +136,9 @@ class DraftModelDrafter(LibraryDrafter):
         self._cache = draft_model.new_cache(1)
         self._cached: list[int] = []
 
-    def _logits_after(self, context: list[int]) -> torch.Tensor:
+    def logits_after(self, context: list[int]) -> torch.Tensor:
+        """Logits (V,) of the token after ``context``: the cache is cropped to the prefix it
+        shares with ``context``, and one pass feeds the rest (at least the last token)."""
         common = 0
         limit = min(len(self._cached), len(context) - 1)  # always feed at least one token
         while common < limit and self._cached[common] == context[common]:
@@ -153,7 +155,7 @@ class DraftModelDrafter(LibraryDrafter):
         tokens: list[int] = []
         rows = torch.zeros(k, self.vocab_size, dtype=torch.float64)
         for i in range(k):  # one pass per token; the cache already holds all but the last
-            probs = process_logits(self._logits_after(context + tokens), params)  # as the target
+            probs = process_logits(self.logits_after(context + tokens), params)  # as the target
             tokens.append(int(probs.argmax()) if params.greedy else sample(probs, generator))
             rows[i] = probs
         return Proposal(tokens, rows, draft_passes=k)
