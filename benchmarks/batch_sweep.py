@@ -45,16 +45,11 @@ from specdec_lib import (
     load_model,
     workload_prompts,
 )
+from specdec_lib.analysis.intervals import paired_rerun_interval, paired_speedup
 from specdec_lib.analysis.provenance import busy_report, run_stamp
 from specdec_lib.analysis.replication import crossover
 from specdec_lib.analysis.results import save_result
-from specdec_lib.analysis.timing import (
-    all_times,
-    interleaved,
-    paired_rerun_interval,
-    paired_speedup,
-    print_progress,
-)
+from specdec_lib.analysis.timing import all_times, interleaved, print_progress
 from specdec_lib.engine.batched import generate_batch, speculative_generate_batch
 
 OUT = Path(__file__).parent / "results" / "batch_sweep.json"

@@ -45,15 +45,10 @@ import transformers
 from specdec_lib import Tokenizer, load_model, workload_prompts
 from specdec_lib.analysis.hf_compare import ForwardCounter, export_hf, load_hf
 from specdec_lib.analysis.hf_profile import JOBS, side_by_side_jobs
+from specdec_lib.analysis.intervals import paired_rerun_interval, paired_speedup
 from specdec_lib.analysis.provenance import busy_report, run_stamp
 from specdec_lib.analysis.results import save_result
-from specdec_lib.analysis.timing import (
-    all_times,
-    interleaved,
-    paired_rerun_interval,
-    paired_speedup,
-    print_progress,
-)
+from specdec_lib.analysis.timing import all_times, interleaved, print_progress
 
 OUT = Path(__file__).parent / "results" / "hf_wall_clock.json"
 WORKLOADS = ("copy", "novel")

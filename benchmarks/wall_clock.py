@@ -40,17 +40,12 @@ import torch
 
 from specdec_lib import DraftModelDrafter, NgramDrafter, Tokenizer, load_model, workload_prompts
 from specdec_lib.analysis.costs import UnitCosts, measure_unit_costs, predicted_speedup, request_log
+from specdec_lib.analysis.intervals import paired_rerun_interval, paired_speedup
 from specdec_lib.analysis.provenance import busy_report, run_stamp
 from specdec_lib.analysis.replication import best_fixed_k, drafter_comparison
 from specdec_lib.analysis.results import save_result
 from specdec_lib.analysis.theory import CostAwareK, estimate_alpha, expected_speedup
-from specdec_lib.analysis.timing import (
-    all_times,
-    interleaved,
-    paired_rerun_interval,
-    paired_speedup,
-    print_progress,
-)
+from specdec_lib.analysis.timing import all_times, interleaved, print_progress
 from specdec_lib.engine.generate import AdaptiveK, SpeculationStats, generate, speculative_generate
 from specdec_lib.engine.sampling import SamplingParams
 

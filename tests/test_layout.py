@@ -3,8 +3,9 @@
 Three rules a newcomer can rely on when reading ``specdec_lib``:
 
 * no module is longer than ``MAX_LINES``, so each can be read in one sitting;
-* a name with a leading underscore is used only in the module that defines it; a name
-  another module needs is part of its interface, and is public;
+* a name with a leading underscore is used only in the module that defines it (imported
+  by name, or read as an attribute: ``drafter._cache``); a name another module needs is
+  part of its interface, and is public;
 * a module imports only from its own package or from packages listed after its own in
   the layer list of ``specdec_lib/__init__.py`` (``checks.py``, the argument checks, sits
   below every package; the package's ``__init__`` re-exports the engine's public names).
@@ -60,6 +61,27 @@ def _imports(module: str, path: Path) -> list[tuple[str, list[str], int]]:
     return found
 
 
+def _foreign_private_attributes(tree: ast.Module) -> list[tuple[str, int]]:
+    """``x._name`` read where nothing in this module defines ``_name``: another module's
+    private attribute (dunders such as ``__name__`` are public)."""
+    defined = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            defined.add(node.name)
+        elif isinstance(node, ast.Name | ast.Attribute) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id if isinstance(node, ast.Name) else node.attr)
+        elif isinstance(node, ast.alias):
+            defined.add(node.asname or node.name)
+    return [
+        (node.attr, node.lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+        and node.attr not in defined
+    ]
+
+
 def _layer_rank(module: str, layers: list[str]) -> int | None:
     """Lower is deeper; ``None`` for the package itself, which may re-export anything."""
     parts = module.split(".")
@@ -80,6 +102,8 @@ def layout_problems(modules: dict[str, Path]) -> list[str]:
         rank = _layer_rank(module, layers)
         if rank == -1:
             problems.append(f"{module}: its package is not in the docstring's layer list")
+        for name, line in _foreign_private_attributes(ast.parse(path.read_text())):
+            problems.append(f"{module}:{line} reads another module's private {name}")
         for target, names, line in _imports(module, path):
             for name in names:
                 if name.startswith("_") and target != module:
@@ -108,15 +132,18 @@ def test_the_layout_check_catches_each_kind_of_problem(tmp_path: Path) -> None:
     (engine / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
     (engine / "private.py").write_text("from specdec_lib.engine.long import _hidden\n")
     (engine / "upwards.py").write_text("from specdec_lib.analysis import theory\n")
+    (engine / "reader.py").write_text("def f(drafter):\n    return drafter._cache\n")
     problems = layout_problems(
         {
             "specdec_lib.engine.long": engine / "long.py",
             "specdec_lib.engine.private": engine / "private.py",
             "specdec_lib.engine.upwards": engine / "upwards.py",
+            "specdec_lib.engine.reader": engine / "reader.py",
         }
     )
     assert problems == [
         f"specdec_lib.engine.long: {MAX_LINES + 1} lines, more than {MAX_LINES}",
         "specdec_lib.engine.private:1 imports private _hidden from specdec_lib.engine.long",
         "specdec_lib.engine.upwards:1 imports specdec_lib.analysis, which is not below it",
+        "specdec_lib.engine.reader:2 reads another module's private _cache",
     ]

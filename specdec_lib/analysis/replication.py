@@ -33,7 +33,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from specdec_lib.analysis.timing import Estimate, paired_speedup
+from specdec_lib.analysis.intervals import Estimate, paired_speedup
 
 #: The normal quantile of a two-sided 95% interval.
 _Z95 = 1.959963984540054

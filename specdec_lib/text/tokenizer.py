@@ -36,12 +36,12 @@ from functools import lru_cache
 from specdec_lib.checks import check_ids
 from specdec_lib.text.language import (
     COPY_MARKERS,
-    FUNCTION_WORDS,
-    LANGUAGE_VERSION,
-    OTHER_MARKERS,
     DOC,
+    FUNCTION_WORDS,
     KINDS,
+    LANGUAGE_VERSION,
     LEXICON,
+    OTHER_MARKERS,
     word_forms,
 )
 
