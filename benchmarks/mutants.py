@@ -44,7 +44,6 @@ from specdec_lib.analysis.mutants import (
     Setup,
     across_seeds_test,
     all_position_test,
-    chi_square_power_any,
     end_to_end_test,
     first_token_distribution,
     first_token_test,
@@ -57,6 +56,7 @@ from specdec_lib.analysis.mutants import (
     total_variation,
     wilson,
 )
+from specdec_lib.analysis.power import chi_square_power
 from specdec_lib.analysis.provenance import run_stamp
 from specdec_lib.analysis.results import save_result
 
@@ -99,7 +99,7 @@ def power_rounds(m: Mutant, setup: Setup, dist: torch.Tensor, law: RoundLaw) -> 
     alone at level alpha / 3, on as many rounds as the test looks at there (so a lower
     bound on the all-position test's power)."""
     first = (
-        rounds_for_power(lambda n: chi_square_power_any(setup.p, dist, n))
+        rounds_for_power(lambda n: chi_square_power(setup.p, dist, n))
         if total_variation(dist, setup.p) > 1e-9
         else None
     )
@@ -112,7 +112,7 @@ def power_rounds(m: Mutant, setup: Setup, dist: torch.Tensor, law: RoundLaw) -> 
         def power(n: int, i: int = i, reach: float = reach, cond: torch.Tensor = cond) -> float:
             try:
                 tested = min(int(reach * n), setup.position_caps(n)[i])  # as the test caps it
-                return chi_square_power_any(setup.round_p[i], cond, max(1, tested), ALPHA / 3)
+                return chi_square_power(setup.round_p[i], cond, max(1, tested), ALPHA / 3)
             except ValueError:  # too few rounds reach it for one degree of freedom
                 return 0.0
 

@@ -17,7 +17,6 @@ from specdec_lib.analysis.exact import (
 from specdec_lib.analysis.hypothesis import (
     NULL_SIMULATIONS,
     chi_square,
-    chi_square_power,
     distribution_test,
     error_rates,
     expected_z,
@@ -27,6 +26,7 @@ from specdec_lib.analysis.hypothesis import (
     standard_error,
     z_score,
 )
+from specdec_lib.analysis.power import chi_square_power
 from specdec_lib.engine.drafters import one_hot_probs
 from specdec_lib.engine.verify import residual_distribution, target_distribution
 

@@ -42,12 +42,8 @@ from specdec_lib.analysis.exact import (
 )
 from specdec_lib.analysis.hypothesis import (
     ALPHA,
-    _critical_value,
-    chi_square_power,
     distribution_test,
     first_tokens,
-    pooled_bins,
-    pooled_probabilities,
 )
 from specdec_lib.checks import check_int
 from specdec_lib.engine import drafters as drafters_module
@@ -614,22 +610,6 @@ def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
 
 
 # --- power ------------------------------------------------------------------------------
-
-
-def chi_square_power_any(
-    p_null: torch.Tensor, p_alt: torch.Tensor, n: int, alpha: float = ALPHA
-) -> float:
-    """:func:`~specdec_lib.analysis.hypothesis.chi_square_power`, also where the
-    alternative puts all its mass in one pooled cell c (a bug that always emits one
-    token): the statistic is then the constant n (1 - e_c) / e_c, with no spread to fit."""
-    bins = pooled_bins(p_null, n)
-    alt_probs = torch.as_tensor(p_alt, dtype=torch.float64)
-    alt = pooled_probabilities(alt_probs, bins)
-    if alt.max() < 1 - 1e-12 or float(alt_probs[torch.from_numpy(bins < 0)].sum()) > 0:
-        return chi_square_power(p_null, p_alt, n, alpha)
-    e = pooled_probabilities(p_null, bins)
-    e_c = float(e[int(alt.argmax())] / e.sum())
-    return float(n * (1 - e_c) / e_c > _critical_value(p_null, n, alpha))
 
 
 def rounds_for_power(
