@@ -34,12 +34,8 @@ from unittest import mock
 import numpy as np
 import torch
 
-from specdec_lib.analysis.exact import (
-    _answering,
-    enumerate_outcomes,
-    exact_output_distribution,
-    exact_round_outcomes,
-)
+from specdec_lib.analysis.enumeration import enumerate_outcomes
+from specdec_lib.analysis.exact import exact_output_distribution, exact_round_outcomes
 from specdec_lib.analysis.hypothesis import (
     ALPHA,
     distribution_test,
@@ -377,8 +373,7 @@ def _drafter_case(
         reported.append(proposal.probs[0])
         return proposal.tokens, 0
 
-    with _answering():
-        outcomes = enumerate_outcomes(call)
+    outcomes = enumerate_outcomes(call)
     v = reported[0].shape[-1]
     drawn = sum(o.probability * o.token_distribution(0, v) for o in outcomes)
     return drawn, reported[0]
