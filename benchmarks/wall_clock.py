@@ -39,8 +39,9 @@ from pathlib import Path
 import torch
 
 from specdec_lib import DraftModelDrafter, NgramDrafter, Tokenizer, load_model, workload_prompts
-from specdec_lib.analysis.costs import UnitCosts, measure_unit_costs, predicted_speedup, request_log
+from specdec_lib.analysis.costs import UnitCosts
 from specdec_lib.analysis.intervals import paired_rerun_interval, paired_speedup
+from specdec_lib.analysis.predictions import measure_unit_costs, predicted_speedup, request_log
 from specdec_lib.analysis.provenance import busy_report, run_stamp
 from specdec_lib.analysis.replication import best_fixed_k, drafter_comparison
 from specdec_lib.analysis.results import save_result
