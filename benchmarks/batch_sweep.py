@@ -17,7 +17,7 @@ Timing (:func:`~specdec_lib.analysis.timing.interleaved`): the output check is t
 warm-up, then ``--repeats`` rounds timing every configuration once in a freshly shuffled
 order; each round runs the whole job list, so the rounds are spread over the run. The
 speed-up at each B is the paired ratio of plain's median time to speculation's
-(:func:`~specdec_lib.analysis.timing.paired_speedup`), with a bootstrap 95% interval that
+(:func:`~specdec_lib.analysis.intervals.paired_speedup`), with a bootstrap 95% interval that
 resamples ``--blocks`` contiguous blocks of rounds, so the machine's drift between
 stretches of the run is in it. Each B's verdict (faster, slower, not resolved) and the
 crossover are read off those paired intervals

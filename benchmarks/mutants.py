@@ -1,4 +1,4 @@
-"""Bugs from the wild: every mutant of specdec_lib.analysis.mutants through every test.
+"""Bugs from the wild: every mutant of specdec_lib.experiments.mutants through every test.
 
     OMP_NUM_THREADS=1 python benchmarks/mutants.py [--exact-runs 500] [--exact-round-runs 100]
         [--real-seeds 5]
@@ -32,14 +32,14 @@ import numpy as np
 import torch
 
 from specdec_lib.analysis.hypothesis import ALPHA, distribution_test
-from specdec_lib.analysis.mutants import (
-    CORRECT,
+from specdec_lib.analysis.power import chi_square_power
+from specdec_lib.analysis.provenance import run_stamp
+from specdec_lib.analysis.results import save_result
+from specdec_lib.experiments.mutant_battery import (
     E2E_K,
     GREEDY_K,
     GREEDY_PROMPTS,
     GREEDY_TOKENS,
-    MUTANTS,
-    Mutant,
     RoundLaw,
     Setup,
     across_seeds_test,
@@ -56,9 +56,7 @@ from specdec_lib.analysis.mutants import (
     total_variation,
     wilson,
 )
-from specdec_lib.analysis.power import chi_square_power
-from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import save_result
+from specdec_lib.experiments.mutants import CORRECT, MUTANTS, Mutant
 
 OUT = Path(__file__).parent / "results" / "mutants.json"
 

@@ -169,7 +169,7 @@ class PassProfile:
 
 
 @contextlib.contextmanager
-def _quiet_native_stderr() -> Iterator[None]:
+def native_stderr_silenced() -> Iterator[None]:
     """Silence the profiler's native log lines (``profiler_start``/``profiler_stop``),
     which it writes straight to file descriptor 2, past any Python redirection."""
     sys.stderr.flush()
@@ -216,7 +216,7 @@ def profile_pass(
         cache.crop(context_len)
 
     with (
-        _quiet_native_stderr(),
+        native_stderr_silenced(),
         profile(
             activities=[ProfilerActivity.CPU],
             schedule=schedule(wait=0, warmup=warmup, active=passes, repeat=1),

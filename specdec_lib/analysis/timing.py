@@ -60,9 +60,9 @@ def interleaved(
     ``warmup`` untimed runs of every job come first. Shuffling makes a slow phase of the
     machine fall on all jobs alike instead of on whichever runs last; since every repeat
     runs the whole job list, consecutive repeats are spread over the run, and a block of
-    them (:func:`blocks_of`) samples one stretch of the machine's time. ``untimed[key]``,
-    if given, runs just before each timed call of ``jobs[key]`` (e.g. rolling a cache
-    back), outside the clock. ``progress(r)`` is called after repeat r (1-based).
+    them (:func:`~specdec_lib.analysis.intervals.blocks_of`) samples one stretch of the
+    machine's time. ``untimed[key]``, if given, runs just before each timed call of
+    ``jobs[key]`` (e.g. rolling a cache back), outside the clock; ``progress(r)`` after r.
     """
     if repeats < 1 or warmup < 0:
         raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
@@ -94,7 +94,7 @@ def interleaved(
 @dataclass(frozen=True)
 class Timing:
     """Median of repeated wall-clock measurements with their range (the fastest and the
-    slowest run), in seconds. A range, not an interval: :class:`Estimate` holds those."""
+    slowest run), in seconds; a range, not an interval (:mod:`specdec_lib.analysis.intervals`)."""
 
     median: float
     fastest: float
