@@ -279,7 +279,7 @@ def test_error_rates_over_seeds_are_low_where_the_test_has_power():
     assert (rates.n_seeds, rates.n_samples) == (20, 300)
     assert rates.false_alarm_rate == 0.0
     assert rates.miss_rate == 0.0
-    assert len(rates.p_values_correct) == len(rates.p_values_biased) == 20
+    assert len(rates.tests_correct) == len(rates.tests_biased) == 20
     assert all(int(t.counts.sum()) == 300 for t in rates.tests_correct + rates.tests_biased)
 
 

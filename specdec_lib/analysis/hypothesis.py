@@ -318,8 +318,7 @@ class ErrorRates:
 
     ``false_alarm_rate``: fraction of seeds where the correct rule *failed*.
     ``miss_rate``: fraction of seeds where the biased rule *passed*.
-    ``p_values_correct`` / ``p_values_biased``: one chi-square p-value per seed;
-    ``tests_correct`` / ``tests_biased``: the full result per seed, counts included.
+    ``tests_correct`` / ``tests_biased``: the result per seed, p-value and counts included.
     """
 
     n_seeds: int
@@ -327,8 +326,6 @@ class ErrorRates:
     alpha: float
     false_alarm_rate: float
     miss_rate: float
-    p_values_correct: list[float]
-    p_values_biased: list[float]
     tests_correct: list[DistributionTest]
     tests_biased: list[DistributionTest]
 
@@ -389,8 +386,6 @@ def error_rates(
         alpha=alpha,
         false_alarm_rate=sum(not t.passed for t in good) / len(seeds),
         miss_rate=sum(t.passed for t in bad) / len(seeds),
-        p_values_correct=[t.chi_square.p_value for t in good],
-        p_values_biased=[t.chi_square.p_value for t in bad],
         tests_correct=good,
         tests_biased=bad,
     )

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from specdec_lib.engine.generate import SpeculationStats
 
 #: Bootstrap resamples behind every interval.
-RESAMPLES = 2000
+_RESAMPLES = 2000
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,9 @@ def _percentile_estimate(value: float, boot: list[float], level: float = 0.95) -
 
 
 def _prompt_draws(n: int, seed: int) -> list[list[int]]:
-    """:data:`RESAMPLES` draws of ``n`` prompt indices with replacement."""
+    """:data:`_RESAMPLES` draws of ``n`` prompt indices with replacement."""
     rng = random.Random(seed)
-    return [[rng.randrange(n) for _ in range(n)] for _ in range(RESAMPLES)]
+    return [[rng.randrange(n) for _ in range(n)] for _ in range(_RESAMPLES)]
 
 
 def blocks_of(repeats: int, blocks: int) -> list[list[int]]:
@@ -120,7 +120,7 @@ def paired_speedup(
     ratio = _speedup_over(base, method)
     rng = random.Random(seed)
     boot = []
-    for _ in range(RESAMPLES):
+    for _ in range(_RESAMPLES):
         prompts = [rng.randrange(n_p) for _ in range(n_p)]
         reps = [r for _ in groups for r in groups[rng.randrange(len(groups))]]
         boot.append(ratio(prompts, reps))
