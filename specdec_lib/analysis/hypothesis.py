@@ -121,16 +121,16 @@ def standard_error(p: float, n: int) -> float:
     return math.sqrt(p * (1 - p) / n)
 
 
-def z_score(count: int, n: int, p: float, min_expected: float = MIN_EXPECTED) -> float:
+def z_score(count: int, n: int, p: float) -> float:
     """How many standard errors the frequency count/n lies from the probability p.
 
     Refused (``ValueError``) unless the cell and its complement are each expected at
-    least ``min_expected`` times: below that the frequency is too far from normal for a
-    z-score to mean what its size suggests."""
+    least :data:`MIN_EXPECTED` times: below that the frequency is too far from normal for
+    a z-score to mean what its size suggests."""
     se = standard_error(p, n)
-    if min(n * p, n * (1 - p)) < min_expected:
+    if min(n * p, n * (1 - p)) < MIN_EXPECTED:
         raise ValueError(
-            f"n * p and n * (1 - p) must both be >= {min_expected} for a z-score, "
+            f"n * p and n * (1 - p) must both be >= {MIN_EXPECTED} for a z-score, "
             f"got n = {n}, p = {p!r}"
         )
     if se == 0:
@@ -208,14 +208,13 @@ def _statistic(observed: np.ndarray, expected: np.ndarray) -> np.ndarray:
     return ((observed - expected) ** 2 / expected).sum(-1)
 
 
-def _null_statistics(cell_probs: np.ndarray, n: int, simulations: int | None = None) -> np.ndarray:
-    """Sorted chi-square statistics of ``simulations`` samples of size ``n`` drawn from the
-    null itself (multinomial over the pooled cells): the reference distribution of the
+def _null_statistics(cell_probs: np.ndarray, n: int) -> np.ndarray:
+    """Sorted chi-square statistics of :func:`null_simulations` samples of size ``n`` drawn
+    from the null itself (multinomial over the pooled cells): the reference distribution of the
     Monte-Carlo p-value. Seeded by (n, number of cells), so every test is reproducible;
     cached, so a sweep over seeds draws them once per sample size."""
     b = np.asarray(cell_probs, dtype=np.float64)
-    simulations = null_simulations(len(b)) if simulations is None else simulations
-    return _null_statistics_cached(b.tobytes(), n, simulations).copy()
+    return _null_statistics_cached(b.tobytes(), n, null_simulations(len(b))).copy()
 
 
 @functools.lru_cache(maxsize=64)
@@ -245,9 +244,7 @@ def _monte_carlo_p_value(statistic: float, null: np.ndarray) -> float:
     return (1 + at_least) / (len(null) + 1)
 
 
-def chi_square(
-    counts: torch.Tensor, probs: torch.Tensor, min_expected: float = MIN_EXPECTED
-) -> ChiSquareResult:
+def chi_square(counts: torch.Tensor, probs: torch.Tensor) -> ChiSquareResult:
     """Chi-square test of ``counts`` (V,) against ``probs`` (V,), sparse cells pooled,
     Monte-Carlo p-value (:func:`_null_statistics`).
 
@@ -263,7 +260,7 @@ def chi_square(
     n = int(c.sum())
     if n < 1:
         raise ValueError("counts must contain at least one observation")
-    bins = pooled_bins(torch.from_numpy(pr), n, min_expected)
+    bins = pooled_bins(torch.from_numpy(pr), n)
     n_bins = int(bins.max()) + 1
     if c[bins < 0].sum() > 0:
         return ChiSquareResult(math.inf, max(n_bins - 1, 1), 0.0, n, n_bins, 0.0)
@@ -363,27 +360,26 @@ def error_rates(
     params: SamplingParams,
     n_samples: int,
     seeds: Iterable[int],
-    correct_rule: Rule = accept_sampled,
-    biased_rule: Rule = accept_sampled_biased,
-    alpha: float = ALPHA,
 ) -> ErrorRates:
-    """Run the distribution test on both rules for every seed; report how often it errs.
+    """Run the distribution test on the correct rule and on the biased one
+    (:func:`~specdec_lib.engine.verify.accept_sampled_biased`) for every seed; report how
+    often it errs.
 
-    A test worth trusting has a false-alarm rate near ``alpha`` and a miss rate near
+    A test worth trusting has a false-alarm rate near :data:`ALPHA` and a miss rate near
     0 at the chosen ``n_samples``. If the miss rate is high, the test is blind at
     that size, and a pass of the correct rule means nothing.
     """
     seeds = list(seeds)
-    good = run_distribution_tests(
-        correct_rule, target_logits, draft_probs, params, n_samples, seeds, alpha
-    )[n_samples]
-    bad = run_distribution_tests(
-        biased_rule, target_logits, draft_probs, params, n_samples, seeds, alpha
-    )[n_samples]
+    good, bad = (
+        run_distribution_tests(rule, target_logits, draft_probs, params, n_samples, seeds)[
+            n_samples
+        ]
+        for rule in (accept_sampled, accept_sampled_biased)
+    )
     return ErrorRates(
         n_seeds=len(seeds),
         n_samples=n_samples,
-        alpha=alpha,
+        alpha=ALPHA,
         false_alarm_rate=sum(not t.passed for t in good) / len(seeds),
         miss_rate=sum(t.passed for t in bad) / len(seeds),
         tests_correct=good,

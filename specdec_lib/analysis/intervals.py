@@ -50,10 +50,10 @@ class Estimate:
         return self.low <= other <= self.high
 
 
-def _percentile_estimate(value: float, boot: list[float], level: float = 0.95) -> Estimate:
-    """``value`` with the central ``level`` of the bootstrap values ``boot`` around it."""
+def _percentile_estimate(value: float, boot: list[float]) -> Estimate:
+    """``value`` with the central 95% of the bootstrap values ``boot`` around it."""
     boot = sorted(boot)
-    tail, n = (1 - level) / 2, len(boot)
+    tail, n = (1 - 0.95) / 2, len(boot)
     return Estimate(value, boot[int(tail * (n - 1))], boot[int(round((1 - tail) * (n - 1)))])
 
 

@@ -121,14 +121,13 @@ def noncentrality(p_null: torch.Tensor, p_alt: torch.Tensor, n: int) -> float:
     return n * float(((b1 - b0) ** 2 / b0).sum())
 
 
-def chi_square_power_local(
-    p_null: torch.Tensor, p_alt: torch.Tensor, n: int, alpha: float = ALPHA
-) -> float:
-    """The textbook power: noncentral chi-square on cells - 1 degrees of freedom with
-    :func:`noncentrality`, against the textbook critical value. Right for a small
-    (local) alternative; kept to show how far off it is for a large one."""
+def chi_square_power_local(p_null: torch.Tensor, p_alt: torch.Tensor, n: int) -> float:
+    """The textbook power at :data:`~specdec_lib.analysis.hypothesis.ALPHA`: noncentral
+    chi-square on cells - 1 degrees of freedom with :func:`noncentrality`, against the
+    textbook critical value. Right for a small (local) alternative; kept to show how far
+    off it is for a large one."""
     from scipy.stats import chi2, ncx2
 
     dof = int(pooled_bins(p_null, n).max())
     lam = noncentrality(p_null, p_alt, n)
-    return float(ncx2.sf(chi2.isf(alpha, dof), dof, lam))
+    return float(ncx2.sf(chi2.isf(ALPHA, dof), dof, lam))
