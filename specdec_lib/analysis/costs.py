@@ -210,6 +210,7 @@ class BatchPassFit:
     per_position: float
 
     def predict(self, batch: int, positions: int) -> float:
+        """Seconds of one pass over ``positions`` new positions for each of ``batch`` rows."""
         return self.fixed + self.per_sequence * batch + self.per_position * batch * positions
 
 

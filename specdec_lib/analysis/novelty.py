@@ -1,4 +1,4 @@
-"""What the target *writes* on a workload: does it stay in its document, does it loop?
+"""What the target *writes* on a workload, and how much of it the draft model predicts.
 
 A workload is named by what the target's continuation is, not by what its prompt says.
 "Novel" means the continuation is fresh text in the same document: no line break or
@@ -6,6 +6,11 @@ document token (the note goes on), few repeated token 4-grams (no loop), and ope
 that differ from prompt to prompt (the argmax moves with the text). These measures
 are what ``benchmarks/novel_workload.py`` reports and the tests assert; the chapters
 quote them beside the acceptance figures they qualify.
+
+On such text a draft model's acceptance is its token-by-token prediction of the target's
+continuation (:func:`draft_agreement`); :func:`replay_position_counts` replays greedy
+speculation's rounds over that agreement, to show the acceptance per draft position is
+nothing more.
 """
 
 from __future__ import annotations

@@ -104,8 +104,8 @@ def chi_square_power(
     alt = np.asarray(torch.as_tensor(p_alt, dtype=torch.float64))
     if alt[bins < 0].sum() > 0:
         return 1.0
-    e = pooled_probabilities(p_null, bins)
-    pi = pooled_probabilities(torch.from_numpy(alt), bins)
+    e = pooled_probabilities(p_null, bins)  # (cells,) under the null
+    pi = pooled_probabilities(torch.from_numpy(alt), bins)  # (cells,) under the alternative
     critical = critical_value(p_null, n, alpha)
     if pi.max() >= 1 - 1e-12:
         e_c = float(e[int(pi.argmax())] / e.sum())

@@ -49,7 +49,6 @@ CONTEXT = "A drafter proposes, the target decides. Which token comes next? "
 PARAMS = SamplingParams(temperature=0.3, top_k=50)
 
 
-@dataclass
 class Setup:
     """Untrained target and draft model after :data:`CONTEXT`, at :data:`PARAMS`.
 
@@ -57,9 +56,9 @@ class Setup:
     end-to-end tests draft with the draft model; the all-position test drafts the
     target's favourite at each of two positions, one-hot, as chapter 7 does."""
 
-    params: SamplingParams = PARAMS
+    params = PARAMS
 
-    def __post_init__(self) -> None:
+    def __init__(self) -> None:
         torch.set_num_threads(1)
         self.target = load_model("target", trained=False)
         self.draft = load_model("draft", trained=False)
@@ -71,6 +70,7 @@ class Setup:
         with torch.inference_mode():
             after = self.target(torch.tensor([self.context + [d1]]))[0, -1]
             d2 = int(process_logits(after, self.params).argmax())
+            # (3, V): the scores of the two drafted tokens and of the bonus token
             self.round_logits = self.target(torch.tensor([self.context + [d1, d2]]))[0, -3:]
         self.drafted = [d1, d2]
         self.round_p = process_logits(self.round_logits, self.params)  # (3, V)
@@ -80,6 +80,7 @@ class Setup:
         return self.logits.shape[-1]
 
     def drafter(self, m: Mutant) -> Drafter:
+        """A fresh draft-model drafter (its own cache), changed as ``m`` changes drafters."""
         return m.drafter(DraftModelDrafter(self.draft))
 
     @cached_property
@@ -202,6 +203,8 @@ def _reused_uniform_round(p: torch.Tensor, drafted: list[int]) -> RoundLaw:
 
 
 def total_variation(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Half the L1 distance of two distributions (V,): the most probability they disagree
+    on for any set of tokens, the size of a mutant's bias."""
     return 0.5 * float((a.to(torch.float64) - b.to(torch.float64)).abs().sum())
 
 

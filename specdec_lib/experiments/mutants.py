@@ -80,6 +80,7 @@ class Mutant:
             yield
 
     def drafter(self, base: Drafter) -> Drafter:
+        """``base``, wrapped if this mutant changes the drafter rather than the engine."""
         return base if self.wrap_drafter is None else self.wrap_drafter(base)
 
 
