@@ -291,8 +291,6 @@ def time_batched_passes(
             f"context must be non-empty with len(context) + max T <= block_size="
             f"{model.config.block_size}, got {len(ctx)}"
         )
-    if repeats < 1 or warmup < 0:
-        raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
     new = {(b, t): torch.tensor([ctx[-t:]] * b) for b, t in cells}
     return _time_cached_passes(model, new, torch.tensor([ctx]), repeats, warmup, 0)
 
