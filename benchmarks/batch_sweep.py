@@ -17,7 +17,7 @@ Timing (:func:`~specdec_lib.analysis.timing.interleaved`): the output check is t
 warm-up, then ``--repeats`` rounds timing every configuration once in a freshly shuffled
 order; each round runs the whole job list, so the rounds are spread over the run. The
 speed-up at each B is the paired ratio of plain's median time to speculation's
-(:func:`~specdec_lib.analysis.timing.paired_speedup`), with a bootstrap 95% interval that
+(:func:`~specdec_lib.analysis.intervals.paired_speedup`), with a bootstrap 95% interval that
 resamples ``--blocks`` contiguous blocks of rounds, so the machine's drift between
 stretches of the run is in it. Each B's verdict (faster, slower, not resolved) and the
 crossover are read off those paired intervals
@@ -45,16 +45,11 @@ from specdec_lib import (
     load_model,
     workload_prompts,
 )
+from specdec_lib.analysis.intervals import paired_rerun_interval, paired_speedup
 from specdec_lib.analysis.provenance import busy_report, run_stamp
 from specdec_lib.analysis.replication import crossover
 from specdec_lib.analysis.results import save_result
-from specdec_lib.analysis.timing import (
-    all_times,
-    interleaved,
-    paired_rerun_interval,
-    paired_speedup,
-    print_progress,
-)
+from specdec_lib.analysis.timing import all_times, interleaved, print_progress
 from specdec_lib.engine.batched import generate_batch, speculative_generate_batch
 
 OUT = Path(__file__).parent / "results" / "batch_sweep.json"

@@ -14,7 +14,7 @@ Works on the results of ``wall_clock.py`` and ``batch_sweep.py``. It prints, in 
   adaptive policy's share of the best, the n-gram drafter against the draft model), and
   whether each run's 95% interval holds the other run's value;
 * coverage: how often that happened each way; how often each run's stored rerun interval
-  (``rerun_low``/``rerun_high``, :func:`~specdec_lib.analysis.timing.paired_rerun_interval`)
+  (``rerun_low``/``rerun_high``, :func:`~specdec_lib.analysis.intervals.paired_rerun_interval`)
   holds the other's value; how often a rerun interval built from one run's paired interval
   (:func:`~specdec_lib.analysis.replication.rerun_interval` with no run-to-run
   term: its own error counted for both runs) holds the other's value; and the run-to-run

@@ -62,16 +62,14 @@ from specdec_lib.analysis.hypothesis import (
     MIN_EXPECTED,
     MIN_NULL_SIMULATIONS,
     NULL_SIMULATIONS,
-    chi_square_power,
-    chi_square_power_local,
     conditional_false_alarm_rate,
     distribution_test,
-    noncentrality,
     null_simulations,
     pooled_bins,
     pooled_probabilities,
     run_distribution_tests,
 )
+from specdec_lib.analysis.power import chi_square_power, chi_square_power_local, noncentrality
 from specdec_lib.analysis.provenance import run_stamp
 from specdec_lib.analysis.results import save_result
 from specdec_lib.engine.drafters import one_hot_probs

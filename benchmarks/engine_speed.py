@@ -14,7 +14,7 @@ library too), so the same script measures the engine before and after a change: 
 ``PYTHONPATH`` at the other checkout. It prints one JSON object; the speed-up is the total
 over prompts of each prompt's median time, plain / speculative, with a bootstrap 95%
 interval over prompts and repeats. That bootstrap is computed here, the same way as
-:func:`specdec_lib.analysis.timing.paired_speedup` with one block per repeat, because
+:func:`specdec_lib.analysis.intervals.paired_speedup` with one block per repeat, because
 older checkouts' ``paired_speedup`` took other arguments.
 """
 

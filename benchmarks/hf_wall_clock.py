@@ -6,10 +6,10 @@ same weights, plain greedy decoding and greedy prompt lookup at the same k.
         [--out benchmarks/results/hf_wall_clock.json]
     python benchmarks/hf_wall_clock.py --small --out /tmp/hf_wall_clock.json   # a quick check
 
-The four jobs of :func:`~specdec_lib.analysis.hf_profile.side_by_side_jobs`: the course's
+The four jobs of :func:`~specdec_lib.experiments.hf_profile.side_by_side_jobs`: the course's
 plain greedy decoding, transformers' (``LlamaForCausalLM.generate`` on the exported
 target), the course's greedy speculation at ``--k`` with transformers' own n-gram rule
-(:class:`~specdec_lib.analysis.hf_compare.LeftmostNgramDrafter`), and transformers' prompt
+(:class:`~specdec_lib.experiments.hf_compare.LeftmostNgramDrafter`), and transformers' prompt
 lookup (``prompt_lookup_num_tokens=k``). The course's engine runs transformers' rule so
 that both sides make the same target passes, prompt by prompt: what is compared is the
 engines, not the drafting rules. Every job must return plain greedy decoding's tokens and
@@ -22,9 +22,9 @@ loop), one thread: a warm-up of every (job, prompt), then ``--repeats`` rounds, 
 running every (job, prompt) once in a freshly shuffled order. The ratios are how many times
 as fast the course ran as transformers (transformers' time / the course's), plain against
 plain and speculative against prompt lookup, per workload and over both, each with its
-paired bootstrap 95% interval (:func:`~specdec_lib.analysis.timing.paired_speedup`,
+paired bootstrap 95% interval (:func:`~specdec_lib.analysis.intervals.paired_speedup`,
 prompts and ``--blocks`` blocks of rounds resampled) and the interval a rerun should land
-in (:func:`~specdec_lib.analysis.timing.paired_rerun_interval`). Every wall and CPU time
+in (:func:`~specdec_lib.analysis.intervals.paired_rerun_interval`). Every wall and CPU time
 per repeat is stored (``times``, ``cpu_times``: job -> prompt -> repeats, prompts in the
 order of ``prompts``), with the machine, code and load
 (:mod:`~specdec_lib.analysis.provenance`); ``--strict`` refuses to write from a busy
@@ -43,17 +43,12 @@ import torch
 import transformers
 
 from specdec_lib import Tokenizer, load_model, workload_prompts
-from specdec_lib.analysis.hf_compare import ForwardCounter, export_hf, load_hf
-from specdec_lib.analysis.hf_profile import JOBS, side_by_side_jobs
+from specdec_lib.analysis.intervals import paired_rerun_interval, paired_speedup
 from specdec_lib.analysis.provenance import busy_report, run_stamp
 from specdec_lib.analysis.results import save_result
-from specdec_lib.analysis.timing import (
-    all_times,
-    interleaved,
-    paired_rerun_interval,
-    paired_speedup,
-    print_progress,
-)
+from specdec_lib.analysis.timing import all_times, interleaved, print_progress
+from specdec_lib.experiments.hf_compare import ForwardCounter, export_hf, load_hf
+from specdec_lib.experiments.hf_profile import JOBS, side_by_side_jobs
 
 OUT = Path(__file__).parent / "results" / "hf_wall_clock.json"
 WORKLOADS = ("copy", "novel")

@@ -1,4 +1,4 @@
-"""Bugs from the wild: every mutant of specdec_lib.analysis.mutants through every test.
+"""Bugs from the wild: every mutant of specdec_lib.experiments.mutants through every test.
 
     OMP_NUM_THREADS=1 python benchmarks/mutants.py [--exact-runs 500] [--exact-round-runs 100]
         [--real-seeds 5]
@@ -32,19 +32,18 @@ import numpy as np
 import torch
 
 from specdec_lib.analysis.hypothesis import ALPHA, distribution_test
-from specdec_lib.analysis.mutants import (
-    CORRECT,
+from specdec_lib.analysis.power import chi_square_power
+from specdec_lib.analysis.provenance import run_stamp
+from specdec_lib.analysis.results import save_result
+from specdec_lib.experiments.mutant_battery import (
     E2E_K,
     GREEDY_K,
     GREEDY_PROMPTS,
     GREEDY_TOKENS,
-    MUTANTS,
-    Mutant,
     RoundLaw,
     Setup,
     across_seeds_test,
     all_position_test,
-    chi_square_power_any,
     end_to_end_test,
     first_token_distribution,
     first_token_test,
@@ -57,8 +56,7 @@ from specdec_lib.analysis.mutants import (
     total_variation,
     wilson,
 )
-from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import save_result
+from specdec_lib.experiments.mutants import CORRECT, MUTANTS, Mutant
 
 OUT = Path(__file__).parent / "results" / "mutants.json"
 
@@ -99,7 +97,7 @@ def power_rounds(m: Mutant, setup: Setup, dist: torch.Tensor, law: RoundLaw) -> 
     alone at level alpha / 3, on as many rounds as the test looks at there (so a lower
     bound on the all-position test's power)."""
     first = (
-        rounds_for_power(lambda n: chi_square_power_any(setup.p, dist, n))
+        rounds_for_power(lambda n: chi_square_power(setup.p, dist, n))
         if total_variation(dist, setup.p) > 1e-9
         else None
     )
@@ -112,7 +110,7 @@ def power_rounds(m: Mutant, setup: Setup, dist: torch.Tensor, law: RoundLaw) -> 
         def power(n: int, i: int = i, reach: float = reach, cond: torch.Tensor = cond) -> float:
             try:
                 tested = min(int(reach * n), setup.position_caps(n)[i])  # as the test caps it
-                return chi_square_power_any(setup.round_p[i], cond, max(1, tested), ALPHA / 3)
+                return chi_square_power(setup.round_p[i], cond, max(1, tested), ALPHA / 3)
             except ValueError:  # too few rounds reach it for one degree of freedom
                 return 0.0
 

@@ -15,12 +15,12 @@ outputs must equal plain decoding's or the script stops.
 Timing (:func:`~specdec_lib.analysis.timing.interleaved`): a warm-up, then ``--repeats``
 rounds each running every (prompt, method) once in a freshly shuffled order, so rounds are
 spread over the run. Every comparison is a paired interval
-(:func:`~specdec_lib.analysis.timing.paired_speedup`, prompts and ``--blocks`` blocks of
+(:func:`~specdec_lib.analysis.intervals.paired_speedup`, prompts and ``--blocks`` blocks of
 rounds resampled): each method against plain (rows), each fixed k and adaptive policy
 against the best fixed k (``summary``), the n-gram drafter's best against the draft
 model's (``ngram_over_draft``); each row's ``rerun_low``/``rerun_high`` is where a rerun
-should land (:func:`~specdec_lib.analysis.timing.paired_rerun_interval`). The unit costs
-(:func:`~specdec_lib.analysis.costs.measure_unit_costs`, ``unit_costs``) predict each row
+should land (:func:`~specdec_lib.analysis.intervals.paired_rerun_interval`). The unit costs
+(:func:`~specdec_lib.analysis.predictions.measure_unit_costs`, ``unit_costs``) predict each row
 from its round logs. Every timing (``times``: scenario -> method -> prompt -> repeats) and
 round log (``request_logs``) is stored; ``--counts-only`` writes the fixed-k and +2/-1
 round logs to wall_clock_counts.json.
@@ -39,18 +39,14 @@ from pathlib import Path
 import torch
 
 from specdec_lib import DraftModelDrafter, NgramDrafter, Tokenizer, load_model, workload_prompts
-from specdec_lib.analysis.costs import UnitCosts, measure_unit_costs, predicted_speedup, request_log
+from specdec_lib.analysis.costs import UnitCosts
+from specdec_lib.analysis.intervals import paired_rerun_interval, paired_speedup
+from specdec_lib.analysis.predictions import measure_unit_costs, predicted_speedup, request_log
 from specdec_lib.analysis.provenance import busy_report, run_stamp
 from specdec_lib.analysis.replication import best_fixed_k, drafter_comparison
 from specdec_lib.analysis.results import save_result
 from specdec_lib.analysis.theory import CostAwareK, estimate_alpha, expected_speedup
-from specdec_lib.analysis.timing import (
-    all_times,
-    interleaved,
-    paired_rerun_interval,
-    paired_speedup,
-    print_progress,
-)
+from specdec_lib.analysis.timing import all_times, interleaved, print_progress
 from specdec_lib.engine.generate import AdaptiveK, SpeculationStats, generate, speculative_generate
 from specdec_lib.engine.sampling import SamplingParams
 

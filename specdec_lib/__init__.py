@@ -6,6 +6,8 @@ The packages, each importing only those listed after it:
 * ``grading``: the coursework checkers, and the deliberate mistakes they must catch;
 * ``course``: figure style, notebook helpers, the interactive views (needs the ``course``
   extra: matplotlib, ipywidgets);
+* ``experiments``: one chapter's apparatus each (the mutant battery of chapter 7b, the
+  comparison with transformers of chapter 11), not general tools;
 * ``analysis``: theory, hypothesis tests, timing and cost models, pooled runs;
 * ``engine``: TinyGPT, sampling, drafters, verification, decoding, weights, training;
 * ``text``: the tokenizer and the generated language with its workloads.

@@ -76,7 +76,7 @@ def test_bad_arguments_name_the_parameter():
     patterns = torch.zeros(1, 1, 3, 3)
     with pytest.raises(ValueError, match="token_ids"):
         induction_scores(patterns, [1, 2])
-    with pytest.raises(ValueError, match="min_pairs"):
+    with pytest.raises(ValueError, match="repeated token"):
         induction_scores(patterns, [1, 2, 3])
     with pytest.raises(ValueError, match="patterns"):
         induction_scores(torch.zeros(3, 3), [1, 2, 3])

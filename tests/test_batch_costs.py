@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from specdec_lib import RoundRecord, SpeculationStats
-from specdec_lib.analysis.costs import (
-    fit_batch_pass_cost,
+from specdec_lib.analysis.costs import fit_batch_pass_cost
+from specdec_lib.analysis.predictions import (
     predict_other_run,
     predicted_speedup,
     unit_costs_from_result,

@@ -17,7 +17,7 @@ from specdec_lib import (
     generate,
     speculative_generate,
 )
-from specdec_lib.analysis.hf_compare import (
+from specdec_lib.experiments.hf_compare import (
     KEY_SMEAR_ATTENTION,
     ConfidenceStopDrafter,
     ForwardCounter,

@@ -12,20 +12,22 @@ import torch
 from transformers.generation.logits_process import LogitsProcessorList
 
 from specdec_lib import ModelConfig, SamplingParams, TinyGPT, generate
-from specdec_lib.analysis import hf_profile
-from specdec_lib.analysis.hf_compare import export_hf, load_hf
-from specdec_lib.analysis.hf_profile import (
+from specdec_lib.experiments import generation_profile
+from specdec_lib.experiments.generation_profile import (
     FORWARD,
     GENERATION,
-    JOBS,
     LABEL,
     NORM,
     PARTS,
     SideJob,
+    python_calls,
+)
+from specdec_lib.experiments.hf_compare import export_hf, load_hf
+from specdec_lib.experiments.hf_profile import (
+    JOBS,
     calls_by_package,
     count_table,
     profile_jobs,
-    python_calls,
     side_by_side_jobs,
     time_table,
 )
@@ -144,7 +146,7 @@ def test_the_split_charges_each_interval_to_exactly_one_part():
         Event("aten::eq", 56 * ms, 58 * ms),
         Event("aten::argmax", 70 * ms, 72 * ms),
     ]
-    split = hf_profile._split(events[::-1], outer="rest of the loop")  # any order
+    split = generation_profile._split(events[::-1], outer="rest of the loop")  # any order
     seconds = {part: round(1e3 * s, 6) for part, s in split["seconds"].items() if s}
     assert seconds == {
         "matrix products": 8,

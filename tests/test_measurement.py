@@ -7,36 +7,17 @@ import pytest
 import torch
 
 from specdec_lib import NgramDrafter, SamplingParams, SpeculationStats, speculative_generate
-from specdec_lib.analysis.costs import (
-    PassCostFit,
-    UnitCosts,
-    measure_unit_costs,
-    request_log,
-    unit_costs_from_result,
-)
-from specdec_lib.analysis.provenance import busy_report, library_stamp, run_stamp
-from specdec_lib.analysis.theory import CostAwareK
-from specdec_lib.analysis.timing import (
+from specdec_lib.analysis.costs import PassCostFit, UnitCosts
+from specdec_lib.analysis.intervals import (
     Estimate,
-    Timing,
     blocks_of,
-    bootstrap_interval,
-    interleaved,
     paired_rerun_interval,
     paired_speedup,
-    time_inside,
 )
-
-
-def test_bootstrap_interval_contains_the_median_and_narrows_with_more_data():
-    few = bootstrap_interval([1.0, 2.0, 3.0, 4.0, 5.0])
-    many = bootstrap_interval([1.0, 2.0, 3.0, 4.0, 5.0] * 20)
-    assert few.low <= few.value == 3.0 <= few.high
-    assert many.high - many.low < few.high - few.low
-    with pytest.raises(ValueError, match="values must"):
-        bootstrap_interval([])
-    with pytest.raises(ValueError, match="level must"):
-        bootstrap_interval([1.0], level=1.0)
+from specdec_lib.analysis.predictions import measure_unit_costs, request_log, unit_costs_from_result
+from specdec_lib.analysis.provenance import busy_report, library_stamp, run_stamp
+from specdec_lib.analysis.theory import CostAwareK
+from specdec_lib.analysis.timing import Timing, interleaved, time_inside
 
 
 def test_paired_speedup_recovers_a_known_ratio_and_its_interval_covers_prompt_spread():

@@ -8,22 +8,20 @@ import torch
 
 from specdec_lib import accept_sampled
 from specdec_lib.analysis.exact import exact_output_distribution
-from specdec_lib.analysis.mutants import (
-    CORRECT,
-    MUTANTS,
+from specdec_lib.experiments.mutant_battery import (
     Setup,
     across_seeds_test,
     all_position_test,
     first_token_distribution,
     first_token_test,
     greedy_identity,
-    mutant,
     round_law,
     rounds_for_power,
     tie_test,
     total_variation,
     wilson,
 )
+from specdec_lib.experiments.mutants import CORRECT, MUTANTS, mutant
 
 
 @pytest.fixture(scope="module")

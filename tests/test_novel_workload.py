@@ -17,12 +17,11 @@ from specdec_lib import (
     speculative_generate,
     workload_prompts,
 )
+from specdec_lib.analysis.intervals import paired_tokens_per_pass_difference, position_acceptance
 from specdec_lib.analysis.novelty import (
     distinct_ngram_share,
     draft_agreement,
     greedy_round_openings,
-    paired_tokens_per_pass_difference,
-    position_acceptance,
     replay_position_counts,
     stays_in_document,
     unique_opening_share,

@@ -1,12 +1,16 @@
-"""Every public name of specdec_lib is used by a chapter, a test, a script or a benchmark.
+"""Every public name of specdec_lib is used by a chapter, a test, a script, a benchmark or
+another module of the library.
 
 A public name is one a module defines at its top level (function, class, constant or
 type alias) without a leading underscore, and every public method of a public class.
 "Used" means it appears as code, not prose: a name, an attribute, an imported name or a
 keyword argument, or a string that is nothing but a (dotted) name (``getattr``,
 ``show_source("...")``), in a code cell of ``chapters/*.ipynb``, in ``chapters/*.py``,
-``tests/*.py`` (this file aside), ``scripts/*.py`` or ``benchmarks/*.py``. A name the
-library uses only itself is private (a leading underscore); a name nobody uses is gone.
+``tests/*.py`` (this file aside), ``scripts/*.py`` or ``benchmarks/*.py``, or in a library
+module other than the one that defines it (a name another module needs is part of its
+module's interface: ``tests/test_layout.py`` refuses a private name used across modules).
+A name only its own module uses is private (a leading underscore); a name nobody uses is
+gone.
 
 Exemptions, each with its reason, are computed by the rules below, never listed by name:
 
@@ -150,13 +154,26 @@ def public_names() -> dict[str, str]:
     }
 
 
+def _library_uses() -> dict[str, set[str]]:
+    """The names each library module uses, by its path relative to the library; a package's
+    ``__init__`` only re-exports, which is not a use."""
+    return {
+        str(path.relative_to(LIBRARY)): _identifiers(path.read_text(encoding="utf-8"))
+        for path in LIBRARY.rglob("*.py")
+        if path.name != "__init__.py"
+    }
+
+
 def unused_public_names() -> list[str]:
     used = used_names()
-    return [
-        key
-        for key, why in public_names().items()
-        if not why and key.split(":")[1].split(".")[-1] not in used
-    ]
+    library = _library_uses()
+    unused = []
+    for key, why in public_names().items():
+        module, name = key.split(":")[0], key.split(":")[1].split(".")[-1]
+        elsewhere = any(name in names for other, names in library.items() if other != module)
+        if not why and name not in used and not elsewhere:
+            unused.append(key)
+    return unused
 
 
 def test_the_scan_sees_code_not_prose_and_finds_the_library_s_names():
@@ -169,6 +186,6 @@ def test_the_scan_sees_code_not_prose_and_finds_the_library_s_names():
     assert len(names) > 200 and "show_source" in used_names()
 
 
-def test_every_public_name_of_the_library_is_used_by_a_chapter_a_test_or_a_script():
+def test_every_public_name_of_the_library_is_used_outside_its_own_module():
     unused = unused_public_names()
     assert unused == []

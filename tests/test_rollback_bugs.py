@@ -11,15 +11,15 @@ from specdec_lib import (
     speculative_generate,
     workload_prompts,
 )
-from specdec_lib.analysis.rollback_bugs import (
+from specdec_lib.engine.batched import speculative_generate_batch
+from specdec_lib.engine.model import KVCache
+from specdec_lib.experiments.rollback_bugs import (
     MisrewindingDrafter,
     ResettingCache,
     SpoilingDrafter,
     UniformRollbackCache,
     cache_bug,
 )
-from specdec_lib.engine.batched import speculative_generate_batch
-from specdec_lib.engine.model import KVCache
 
 PARAMS = SamplingParams(max_tokens=32)
 

@@ -6,18 +6,15 @@ import torch
 from scipy.stats import chisquare
 
 from specdec_lib import SamplingParams, accept_sampled, accept_sampled_biased, process_logits
+from specdec_lib.analysis.enumeration import enumerate_outcomes
 from specdec_lib.analysis.exact import (
-    _answering,
-    enumerate_outcomes,
     exact_first_token_distribution,
-    exact_mismatched_distribution,
     exact_output_distribution,
     residual_decomposition,
 )
 from specdec_lib.analysis.hypothesis import (
     NULL_SIMULATIONS,
     chi_square,
-    chi_square_power,
     conditional_false_alarm_rate,
     distribution_test,
     error_rates,
@@ -28,6 +25,7 @@ from specdec_lib.analysis.hypothesis import (
     standard_error,
     z_score,
 )
+from specdec_lib.analysis.power import chi_square_power
 from specdec_lib.engine.drafters import one_hot_probs
 from specdec_lib.engine.verify import residual_distribution, target_distribution
 
@@ -86,21 +84,14 @@ def test_a_draft_that_misreports_its_distribution_breaks_the_output():
     p = process_logits(target, SAMPLED)
     honest = process_logits(draft, SamplingParams(temperature=0.5))
     reported = process_logits(draft, SAMPLED)  # the temperature-1 probabilities, not the ones used
-    same = exact_mismatched_distribution(p, honest, honest)
-    wrong = exact_mismatched_distribution(p, honest, reported)
+    same = exact_first_token_distribution(p, honest, drawn_from=honest)
+    wrong = exact_first_token_distribution(p, reported, drawn_from=honest)
     assert float((same - p).abs().max()) < 1e-12
     assert float((wrong - p).abs().max()) > 1e-3
     assert abs(float(wrong.sum()) - 1) < 1e-12
     # the library rule with drawn_from is the same enumeration
     via_rule = exact_output_distribution(accept_sampled, target, reported, SAMPLED, honest)
     torch.testing.assert_close(via_rule, wrong, rtol=0, atol=1e-15)
-
-
-def test_the_old_and_new_enumerations_agree():
-    p, q = process_logits(random_logits(5), SAMPLED), process_logits(random_logits(6), SAMPLED)
-    torch.testing.assert_close(
-        exact_first_token_distribution(p, q), exact_mismatched_distribution(p, q, q)
-    )
 
 
 def test_enumeration_refuses_what_it_cannot_enumerate():
@@ -124,9 +115,9 @@ def test_enumeration_refuses_what_it_cannot_enumerate():
         exact_output_distribution(inspects_draw, LOGITS, q, SAMPLED)
     with pytest.raises(ValueError, match="temperature must be > 0"):
         exact_output_distribution(accept_sampled, LOGITS, q, SamplingParams(temperature=0))
-    with pytest.raises(ValueError, match="claimed must be > 0"):
+    with pytest.raises(ValueError, match="q must be > 0"):
         p = process_logits(LOGITS, SAMPLED)
-        exact_mismatched_distribution(p, p, q)
+        exact_first_token_distribution(p, q, drawn_from=p)
 
 
 def test_enumeration_runs_the_function_not_a_formula_of_it():
@@ -165,8 +156,8 @@ def test_enumeration_of_the_shipped_rules_matches_the_formula_with_and_without_a
         torch.testing.assert_close(out, formula, rtol=0, atol=1e-12)
     rows = random_logits(3).unsqueeze(0).repeat(2, 1)
     x = int(q.argmax())
-    with _answering():  # no guess: the switch is found by bisection, to 2^-53
-        branches = enumerate_outcomes(lambda g: accept_sampled(rows, q[None], [x], SAMPLED, g))
+    # no guess: the switch is found by bisection, to 2^-53
+    branches = enumerate_outcomes(lambda g: accept_sampled(rows, q[None], [x], SAMPLED, g))
     accepted = sum(o.probability for o in branches if o.n_accepted == 1)
     assert abs(accepted - min(1.0, float(p[x] / q[x]))) < 1e-15
     assert abs(sum(o.probability for o in branches) - 1) < 1e-15
@@ -311,7 +302,7 @@ def test_error_rates_over_seeds_are_low_where_the_test_has_power():
     assert (rates.n_seeds, rates.n_samples) == (20, 300)
     assert rates.false_alarm_rate == 0.0
     assert rates.miss_rate == 0.0
-    assert len(rates.p_values_correct) == len(rates.p_values_biased) == 20
+    assert len(rates.tests_correct) == len(rates.tests_biased) == 20
     assert all(int(t.counts.sum()) == 300 for t in rates.tests_correct + rates.tests_biased)
 
 

@@ -89,7 +89,7 @@ def induction_targets(token_ids: Sequence[int], start: int = 0) -> list[tuple[in
 
 
 def induction_scores(
-    patterns: torch.Tensor, token_ids: Sequence[int], start: int = 0, min_pairs: int = 1
+    patterns: torch.Tensor, token_ids: Sequence[int], start: int = 0
 ) -> torch.Tensor:
     """Per head (n_layer, n_head): mean attention from each induction query to its target.
 
@@ -97,7 +97,6 @@ def induction_scores(
     token's earlier occurrence, for every such query; a head that spreads its
     attention evenly scores about one over the context length.
     """
-    check_int("min_pairs", min_pairs)
     if patterns.dim() != 4 or patterns.shape[-1] != patterns.shape[-2]:
         raise ValueError(f"patterns must be (n_layer, n_head, T, T), got {tuple(patterns.shape)}")
     if patterns.shape[-1] != len(token_ids):
@@ -105,10 +104,8 @@ def induction_scores(
             f"token_ids must have the patterns' length {patterns.shape[-1]}, got {len(token_ids)}"
         )
     pairs = induction_targets(token_ids, start)
-    if len(pairs) < min_pairs:
-        raise ValueError(
-            f"token_ids must hold at least min_pairs={min_pairs} repeated tokens, got {len(pairs)}"
-        )
+    if not pairs:
+        raise ValueError("token_ids must hold at least one repeated token, got none")
     queries = torch.tensor([q for q, _ in pairs])
     keys = torch.tensor([k for _, k in pairs])
     return patterns[:, :, queries, keys].mean(dim=-1)

@@ -24,7 +24,7 @@ the slopes between every pair of points), so one measurement spoiled by a burst 
 cannot bend it. :func:`weight_bytes` is the other half of chapter 1's argument: the
 bytes of weights a batch-one decode step reads to produce its single token.
 
-Every timing is made by :mod:`specdec_lib.analysis.timing` (so is :func:`measure_unit_costs`).
+Timed by :mod:`specdec_lib.analysis.timing`; used by :mod:`specdec_lib.analysis.predictions`.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from specdec_lib.analysis.timing import Timing, interleaved, time_inside, time_passes
-from specdec_lib.engine.generate import RoundRecord, SpeculationStats, speculative_generate
+from specdec_lib.analysis.timing import Timing
+from specdec_lib.engine.generate import SpeculationStats
 from specdec_lib.engine.model import ModelConfig, TinyGPT
 
 
@@ -176,8 +176,9 @@ class UnitCosts:
 
     def to_result(self, max_k: int) -> dict[str, object]:
         """These costs as a results file records them (``wall_clock.py``'s ``unit_costs``;
-        :func:`unit_costs_from_result` reads them back), with the ratios the textbook
-        formula and the cost-aware policy use, ``verify_cost`` for k = 1..``max_k``."""
+        :func:`~specdec_lib.analysis.predictions.unit_costs_from_result` reads them back),
+        with the ratios the textbook formula and the cost-aware policy use,
+        ``verify_cost`` for k = 1..``max_k``."""
         return {
             "target_pass_fixed_s": self.pass_fit.fixed,
             "target_pass_per_position_s": self.pass_fit.per_position,
@@ -192,205 +193,6 @@ class UnitCosts:
             "c_lookup": self.c_lookup,
             "verify_cost": {str(k): self.verify_cost(k) for k in range(1, max_k + 1)},
         }
-
-
-def measure_unit_costs(
-    target: TinyGPT,
-    draft: TinyGPT,
-    prompts: Sequence[Sequence[int]],
-    tokens: int,
-    repeats: int = 31,
-    max_k: int = 16,
-) -> tuple[UnitCosts, dict[str, float]]:
-    """The :class:`UnitCosts` of decoding ``tokens`` after ``prompts`` (at least two), and
-    two figures to record beside them (the pass's cache length, an isolated one-position
-    pass).
-
-    Passes over 1 to ``max_k`` + 1 positions, prefills and an n-gram lookup are timed by
-    :func:`~specdec_lib.analysis.timing.interleaved`, ``repeats`` times. The host's time
-    outside any pass, and one-position passes of both models, are timed inside real
-    requests (plain, and speculative at k = 4 with each drafter; five repeats of every
-    prompt, by the same loop) with forward hooks: inside the decoding loop a one-position
-    pass runs faster than the line through 1..17 positions says (matrix-vector products,
-    warm caches).
-    """
-    import torch  # here, not at the top: the chapters show this module's lines by number
-
-    from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter
-    from specdec_lib.engine.generate import generate
-    from specdec_lib.engine.sampling import SamplingParams
-
-    if len(prompts) < 2 or tokens < 2:
-        raise ValueError(f"prompts must hold >= 2 prompts and tokens be >= 2, got {tokens}")
-    prompts = [list(p) for p in prompts]
-    context = int(statistics.median(len(p) for p in prompts)) + tokens // 2
-    passes = time_passes(target, range(1, max_k + 2), context, repeats=repeats)
-    lookup_context = prompts[0] + prompts[1][: tokens // 2]
-    params = SamplingParams(max_tokens=tokens)
-    lengths = sorted({len(p) + m for p in prompts for m in (0, 1, 2, 4, 8, 16)})
-
-    @torch.inference_mode()
-    def prefill(n: int) -> None:
-        target(torch.tensor([lookup_context[:1] * n]), target.new_cache(1))
-
-    jobs: dict = {n: (lambda n=n: prefill(n)) for n in lengths}
-    jobs["lookup"] = lambda: NgramDrafter().propose(lookup_context, 8, params)
-    timed = {
-        key: statistics.median(t.wall) for key, t in interleaved(jobs, repeats, warmup=2).items()
-    }
-    seen: dict[str, list[tuple[float, float, SpeculationStats, list]]] = {}
-
-    def watched(kind: str, ids: list[int]):
-        """A job: one request of ``kind``, timed inside by forward hooks, recorded in seen."""
-        models = [draft, target] if kind == "draft" else [target]
-
-        def job() -> None:
-            s, calls = SpeculationStats(), []
-
-            def request() -> object:
-                if kind == "plain":
-                    return generate(target, ids, params)
-                drafter = NgramDrafter() if kind == "ngram" else DraftModelDrafter(draft)
-                return speculative_generate(target, drafter, ids, params, k=4, stats=s)
-
-            seen.setdefault(kind, []).append((*time_inside(models, request, calls), s, calls))
-
-        return job
-
-    kinds = ("plain", "ngram", "draft")
-    interleaved({(k, i): watched(k, p) for k in kinds for i, p in enumerate(prompts)}, 5, warmup=0)
-    parts = {"step": [(w - i) / tokens for w, i, _, _ in seen["plain"]]}
-    parts["one"] = [t for *_, calls in seen["plain"] for n, t in calls if n == 1]
-    parts["round"] = [(w - i) / s.rounds - timed["lookup"] for w, i, s, _ in seen["ngram"]]
-    host_round = statistics.median(parts["round"])  # the lookup taken out above
-    parts["drafted"] = [
-        (w - i - s.rounds * host_round) / s.draft_passes for w, i, s, _ in seen["draft"]
-    ]
-    parts["draft_one"] = [t for *_, calls in seen["draft"] for n, t in calls if n == 1]
-    med = {key: statistics.median(v) for key, v in parts.items()}
-    costs = UnitCosts(
-        pass_fit=fit_pass_cost(passes),
-        draft_pass=med["draft_one"],
-        lookup=timed["lookup"],
-        prefill={n: timed[n] for n in lengths},
-        host_step=med["step"],
-        host_round=med["round"],
-        host_draft_step=med["drafted"],
-        single_pass=med["one"],
-    )
-    return costs, {"context": context, "target_pass_isolated_s": passes[1].median}
-
-
-def unit_costs_from_result(units: Mapping[str, object]) -> UnitCosts:
-    """The :class:`UnitCosts` a ``wall_clock.py`` result file recorded (its ``unit_costs``),
-    so that one run's measured costs can predict another run's times."""
-    try:
-        return UnitCosts(
-            pass_fit=PassCostFit(
-                fixed=units["target_pass_fixed_s"], per_position=units["target_pass_per_position_s"]
-            ),
-            draft_pass=units["draft_pass_s"],
-            lookup=units["lookup_s"],
-            prefill={int(n): t for n, t in units["prefill_s"].items()},
-            host_step=units["host_step_s"],
-            host_round=units["host_round_s"],
-            host_draft_step=units["host_draft_step_s"],
-            single_pass=units["target_pass_s"],
-        )
-    except KeyError as missing:
-        raise ValueError(
-            f"units must hold every unit cost wall_clock.py records; {missing} is missing"
-        ) from None
-
-
-def request_log(rounds: Sequence[RoundRecord], draft_passes: int, emitted: int) -> dict:
-    """One request's round log as :func:`predicted_speedup` reads it (and result files
-    store it): each round's proposal length, acceptance and k, the request's draft passes
-    and emitted tokens; from it a prediction can be redone with any unit costs."""
-    return {
-        "proposal_lengths": [len(r.proposed) for r in rounds],
-        "accepted": [r.n_accepted for r in rounds],
-        "ks": [r.k for r in rounds],
-        "draft_passes": draft_passes,
-        "emitted": emitted,
-    }
-
-
-def predicted_speedup(
-    costs: UnitCosts,
-    prompt_lengths: Sequence[int],
-    tokens: int,
-    requests: Sequence[Mapping[str, object]],
-    drafter: str,
-) -> float:
-    """Predicted speed-up over plain decoding of the requests whose round logs are given
-    (each with ``proposal_lengths`` and ``draft_passes``), from ``costs``: total predicted
-    plain time over total predicted speculative time. ``drafter`` is ``"ngram"`` (a lookup
-    per round) or ``"draft"`` (draft passes, no lookup)."""
-    if drafter not in ("ngram", "draft"):
-        raise ValueError(f"drafter must be 'ngram' or 'draft', got {drafter!r}")
-    if len(prompt_lengths) != len(requests) or not requests:
-        raise ValueError("prompt_lengths and requests must hold one entry per request")
-    plain = sum(costs.plain_request(n, tokens) for n in prompt_lengths)
-    spec = sum(
-        costs.speculative_request(
-            n,
-            r["proposal_lengths"],
-            r["draft_passes"],
-            len(r["proposal_lengths"]) if drafter == "ngram" else 0,
-        )
-        for n, r in zip(prompt_lengths, requests, strict=True)
-    )
-    return plain / spec
-
-
-def predict_other_run(units_from: Mapping, measured: Mapping, counts: Mapping) -> list[dict]:
-    """Out of sample: the unit costs one ``wall_clock.py`` run measured (``units_from``, its
-    ``unit_costs``) predict every fixed-k row another run measured (``measured``), from the
-    round logs of ``wall_clock.py --counts-only`` (``counts``). Each row holds the measured
-    speed-up and interval, the cost model's prediction and the textbook's
-    :func:`~specdec_lib.analysis.theory.expected_speedup` with the same run's c, lookup
-    and verification costs and the row's fitted acceptance rate."""
-    from specdec_lib.analysis.theory import expected_speedup  # theory imports the engine
-
-    costs = unit_costs_from_result(units_from)
-    tokens = counts["tokens_per_prompt"]
-    if tokens != measured["tokens_per_prompt"]:
-        raise ValueError(
-            f"counts were taken at {tokens} tokens, measured at {measured['tokens_per_prompt']}"
-        )
-    out = []
-    for r in measured["rows"]:
-        if r["drafter"] == "none" or r["adaptive"]:
-            continue
-        scenario = counts["scenarios"][r["workload"]]
-        requests = scenario["requests"][r["method"]]
-        if sum(len(q["proposal_lengths"]) for q in requests) != r["rounds"]:
-            raise ValueError(f"counts and measured run disagree on the rounds of {r['method']}")
-        k, ngram = r["k"], r["drafter"] == "ngram"
-        textbook = expected_speedup(
-            r["alpha"],
-            k,
-            0.0 if ngram else units_from["c_draft"],
-            units_from["verify_cost"][str(k)],
-            units_from["c_lookup"] if ngram else 0.0,
-        )
-        out.append(
-            {
-                "workload": r["workload"],
-                "method": r["method"],
-                "drafter": r["drafter"],
-                "k": k,
-                "measured": r["speedup"],
-                "low": r["speedup_low"],
-                "high": r["speedup_high"],
-                "model": predicted_speedup(
-                    costs, scenario["prompt_lengths"], tokens, requests, r["drafter"]
-                ),
-                "textbook": textbook,
-            }
-        )
-    return out
 
 
 @dataclass(frozen=True)
@@ -408,6 +210,7 @@ class BatchPassFit:
     per_position: float
 
     def predict(self, batch: int, positions: int) -> float:
+        """Seconds of one pass over ``positions`` new positions for each of ``batch`` rows."""
         return self.fixed + self.per_sequence * batch + self.per_position * batch * positions
 
 

@@ -1,4 +1,4 @@
-"""What the target *writes* on a workload: does it stay in its document, does it loop?
+"""What the target *writes* on a workload, and how much of it the draft model predicts.
 
 A workload is named by what the target's continuation is, not by what its prompt says.
 "Novel" means the continuation is fresh text in the same document: no line break or
@@ -6,20 +6,21 @@ document token (the note goes on), few repeated token 4-grams (no loop), and ope
 that differ from prompt to prompt (the argmax moves with the text). These measures
 are what ``benchmarks/novel_workload.py`` reports and the tests assert; the chapters
 quote them beside the acceptance figures they qualify.
+
+On such text a draft model's acceptance is its token-by-token prediction of the target's
+continuation (:func:`draft_agreement`); :func:`replay_position_counts` replays greedy
+speculation's rounds over that agreement, to show the acceptance per draft position is
+nothing more.
 """
 
 from __future__ import annotations
 
-import math
-import random
 from collections import Counter
 from collections.abc import Sequence
 
 import torch
 
-from specdec_lib.analysis.timing import Estimate, _percentiles
 from specdec_lib.checks import check_int
-from specdec_lib.engine.generate import SpeculationStats
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.text.language import DOC
 from specdec_lib.text.tokenizer import Tokenizer
@@ -53,69 +54,6 @@ def unique_opening_share(continuations: Sequence[Sequence[int]], n: int = 16) ->
         raise ValueError("continuations must not be empty")
     openings = Counter(tuple(c[:n]) for c in continuations)
     return sum(openings[tuple(c[:n])] == 1 for c in continuations) / len(continuations)
-
-
-def paired_tokens_per_pass_difference(
-    a: Sequence[SpeculationStats],
-    b: Sequence[SpeculationStats],
-    level: float = 0.95,
-    resamples: int = 2000,
-    seed: int = 0,
-) -> Estimate:
-    """Pooled tokens per target pass of ``a`` minus that of ``b``, over the same prompts.
-
-    ``a[i]`` and ``b[i]`` are the two drafters' counts on prompt i. The percentile
-    bootstrap resamples prompts, the same draw for both sides, so the interval is
-    the paired one: a prompt that is easy for both drafters moves both sides together.
-    """
-    if not a or len(a) != len(b):
-        raise ValueError("a and b must be non-empty and hold one stats object per prompt each")
-
-    def diff(idx: Sequence[int]) -> float:
-        ta = sum(a[i].emitted for i in idx) / sum(a[i].target_passes for i in idx)
-        tb = sum(b[i].emitted for i in idx) / sum(b[i].target_passes for i in idx)
-        return ta - tb
-
-    rng = random.Random(seed)
-    n = len(a)
-    boot = [diff([rng.randrange(n) for _ in range(n)]) for _ in range(resamples)]
-    return Estimate(diff(range(n)), *_percentiles(boot, level), level)
-
-
-def position_acceptance(
-    per_prompt: Sequence[SpeculationStats],
-    level: float = 0.95,
-    resamples: int = 2000,
-    seed: int = 0,
-) -> list[Estimate]:
-    """P(draft position i accepted | proposed), pooled over prompts, with a bootstrap interval.
-
-    Rounds of one prompt are not independent (a passage that is easy stays easy), so the
-    interval resamples prompts, not rounds.
-    """
-    if not per_prompt:
-        raise ValueError("per_prompt must hold at least one stats object")
-    depth = max(len(s.position_proposed) for s in per_prompt)
-
-    def counts(s: SpeculationStats, i: int) -> tuple[int, int]:
-        if i < len(s.position_proposed):
-            return s.position_accepted[i], s.position_proposed[i]
-        return 0, 0
-
-    rng = random.Random(seed)
-    n = len(per_prompt)
-    draws = [[rng.randrange(n) for _ in range(n)] for _ in range(resamples)]
-    out = []
-    for i in range(depth):
-        pairs = [counts(s, i) for s in per_prompt]
-
-        def rate(idx: Sequence[int], pairs: list[tuple[int, int]] = pairs) -> float:
-            proposed = sum(pairs[j][1] for j in idx)
-            return sum(pairs[j][0] for j in idx) / proposed if proposed else float("nan")
-
-        boot = [r for r in (rate(d) for d in draws) if not math.isnan(r)]  # no proposal: no rate
-        out.append(Estimate(rate(range(n)), *_percentiles(boot, level), level))
-    return out
 
 
 @torch.inference_mode()

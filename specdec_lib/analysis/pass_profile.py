@@ -24,102 +24,23 @@ from torch.profiler import ProfilerActivity, profile, schedule
 from specdec_lib.checks import check_int
 from specdec_lib.engine.model import TinyGPT
 
-#: What each aten operator of a TinyGPT forward is, for grouping a profile.
-_CATEGORIES: dict[str, str] = {
-    **dict.fromkeys(
-        ["aten::mm", "aten::bmm", "aten::addmm", "aten::matmul", "aten::linear"], "matrix products"
-    ),
-    **dict.fromkeys(
-        [
-            "aten::scaled_dot_product_attention",
-            "aten::_scaled_dot_product_flash_attention_for_cpu",
-            "aten::_scaled_dot_product_attention_math",
-            "aten::softmax",
-            "aten::_softmax",
-        ],
-        "attention over the cache",
-    ),
-    **dict.fromkeys(
-        [
-            "aten::view",
-            "aten::slice",
-            "aten::transpose",
-            "aten::as_strided",
-            "aten::unsqueeze",
-            "aten::reshape",
-            "aten::expand",
-            "aten::t",
-            "aten::select",
-            "aten::permute",
-            "aten::_unsafe_view",
-            "aten::split",
-            "aten::narrow",
-            "aten::alias",
-            "aten::chunk",
-            "aten::squeeze",
-            "aten::contiguous",
-            "aten::view_as_real",
-            "aten::view_as_complex",
-            "aten::flatten",
-            "aten::unflatten",
-            "aten::_reshape_alias",
-            "aten::detach",
-            "aten::lift_fresh",
-            "aten::resolve_conj",
-            "aten::resolve_neg",
-        ],
-        "views and indexing",
-    ),
-    **dict.fromkeys(
-        [
-            "aten::cat",
-            "aten::copy_",
-            "aten::_to_copy",
-            "aten::to",
-            "aten::empty",
-            "aten::empty_like",
-            "aten::empty_strided",
-            "aten::clone",
-            "aten::index_put_",
-            "aten::_index_put_impl_",
-            "aten::zeros",
-            "aten::zero_",
-            "aten::fill_",
-            "aten::ones",
-            "aten::arange",
-            "aten::full",
-            "aten::index",
-            "aten::embedding",
-            "aten::index_select",
-            "aten::where",
-            "aten::masked_fill",
-            "aten::resize_",
-            "aten::stack",
-        ],
-        "copies, allocation and lookups",
-    ),
+#: What each aten operator of a TinyGPT forward is, for grouping a profile (names without
+#: their ``aten::`` prefix); any operator not listed is elementwise arithmetic.
+_GROUPS = {
+    "matrix products": "mm bmm addmm matmul linear",
+    "attention over the cache": "scaled_dot_product_attention softmax _softmax"
+    " _scaled_dot_product_flash_attention_for_cpu _scaled_dot_product_attention_math",
+    "views and indexing": "view slice transpose as_strided unsqueeze reshape expand t select"
+    " permute _unsafe_view split narrow alias chunk squeeze contiguous view_as_real"
+    " view_as_complex flatten unflatten _reshape_alias detach lift_fresh resolve_conj"
+    " resolve_neg view_as",
+    "copies, allocation and lookups": "cat copy_ _to_copy to empty empty_like empty_strided"
+    " clone index_put_ _index_put_impl_ zeros zero_ fill_ ones arange full index embedding"
+    " index_select where masked_fill resize_ stack",
+    "checks and scalars": "item _local_scalar_dense is_nonzero any gt ge le lt eq max min"
+    " result_type scalar_tensor",
 }
-_CATEGORIES.update(
-    dict.fromkeys(
-        [
-            "aten::item",
-            "aten::_local_scalar_dense",
-            "aten::is_nonzero",
-            "aten::any",
-            "aten::gt",
-            "aten::ge",
-            "aten::le",
-            "aten::lt",
-            "aten::eq",
-            "aten::max",
-            "aten::min",
-            "aten::result_type",
-            "aten::scalar_tensor",
-        ],
-        "checks and scalars",
-    )
-)
-_CATEGORIES["aten::view_as"] = "views and indexing"
+_CATEGORIES = {f"aten::{op}": group for group, ops in _GROUPS.items() for op in ops.split()}
 _ELEMENTWISE = "elementwise arithmetic"
 #: The operators that do a pass's matrix arithmetic (``linear`` and ``matmul`` call them).
 _PRODUCTS = ("aten::mm", "aten::bmm", "aten::addmm")
@@ -169,7 +90,7 @@ class PassProfile:
 
 
 @contextlib.contextmanager
-def _quiet_native_stderr() -> Iterator[None]:
+def native_stderr_silenced() -> Iterator[None]:
     """Silence the profiler's native log lines (``profiler_start``/``profiler_stop``),
     which it writes straight to file descriptor 2, past any Python redirection."""
     sys.stderr.flush()
@@ -216,7 +137,7 @@ def profile_pass(
         cache.crop(context_len)
 
     with (
-        _quiet_native_stderr(),
+        native_stderr_silenced(),
         profile(
             activities=[ProfilerActivity.CPU],
             schedule=schedule(wait=0, warmup=warmup, active=passes, repeat=1),

@@ -20,8 +20,8 @@ value. Both benchmarks' result files and the chapters read their verdicts from h
   coverage can be counted over all of them.
 * :func:`verdicts`: every verdict of a pair of result files, by name.
 * :func:`cross_containment`: how often each run's interval holds the other run's value.
-* :func:`between_run_variance`, :func:`rerun_interval`, :func:`pooled_interval`: a
-  run-to-run term estimated from the rows of two runs, and intervals that carry it;
+* :func:`between_run_variance`, :func:`rerun_interval`: a run-to-run term estimated from
+  the rows of two runs, and where a rerun should fall with it;
   :func:`next_run_interval`, :func:`next_run_coverage`: where a third run should fall, from
   two runs pooled, and how often it does.
 """
@@ -33,7 +33,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from specdec_lib.analysis.timing import Estimate, paired_speedup
+from specdec_lib.analysis.intervals import Estimate, paired_speedup
 
 #: The normal quantile of a two-sided 95% interval.
 _Z95 = 1.959963984540054
@@ -257,6 +257,12 @@ def _value(row: dict) -> float:
     return row["speedup"] if "speedup" in row else row["speedup_median"]
 
 
+def _check_paired(first: Sequence[dict], second: Sequence[dict]) -> None:
+    """Two runs' rows pair up one to one (the same configurations, in the same order)."""
+    if len(first) != len(second) or not first:
+        raise ValueError("first and second must hold the same, non-zero number of rows")
+
+
 def cross_containment(
     first: Sequence[dict], second: Sequence[dict], bounds: str = "speedup"
 ) -> dict[str, int]:
@@ -264,8 +270,7 @@ def cross_containment(
     rows (the same configuration in both runs, in the same order). ``bounds`` names the
     interval: ``"speedup"`` (``speedup_low``/``speedup_high``, the paired interval) or
     ``"rerun"`` (``rerun_low``/``rerun_high``, where a rerun should fall)."""
-    if len(first) != len(second) or not first:
-        raise ValueError("first and second must hold the same, non-zero number of rows")
+    _check_paired(first, second)
     if bounds not in ("speedup", "rerun"):
         raise ValueError(f"bounds must be 'speedup' or 'rerun', got {bounds!r}")
     low, high = f"{bounds}_low", f"{bounds}_high"
@@ -292,8 +297,7 @@ def between_run_variance(first: Sequence[dict], second: Sequence[dict]) -> float
     run adds its own effect of variance τ² to its within-run error of variance s².
     Pooled over rows (method of moments, floored at 0): τ² = mean(d² − s₁² − s₂²) / 2.
     """
-    if len(first) != len(second) or not first:
-        raise ValueError("first and second must hold the same, non-zero number of rows")
+    _check_paired(first, second)
     excess = [
         math.log(_value(a) / _value(b)) ** 2 - _log_se(a) ** 2 - _log_se(b) ** 2
         for a, b in zip(first, second, strict=True)
@@ -301,32 +305,21 @@ def between_run_variance(first: Sequence[dict], second: Sequence[dict]) -> float
     return max(0.0, statistics.fmean(excess) / 2)
 
 
-def rerun_interval(row: dict, tau2: float, level_z: float = _Z95) -> Estimate:
+def rerun_interval(row: dict, tau2: float) -> Estimate:
     """Where a rerun's point estimate should fall, from one run's row: the row's own error
     (twice: this run's and the rerun's, taken alike) plus the run-to-run term twice."""
     if tau2 < 0:
         raise ValueError(f"tau2 must be >= 0, got {tau2}")
-    half = level_z * math.sqrt(2 * _log_se(row) ** 2 + 2 * tau2)
+    half = _Z95 * math.sqrt(2 * _log_se(row) ** 2 + 2 * tau2)
     v = _value(row)
     return Estimate(v, v * math.exp(-half), v * math.exp(half))
-
-
-def pooled_interval(first: dict, second: dict, tau2: float, level_z: float = _Z95) -> Estimate:
-    """One estimate from two runs of a row: the geometric mean of the two, with an interval
-    that carries both runs' own errors and the run-to-run term (τ²/2 for a mean of two)."""
-    if tau2 < 0:
-        raise ValueError(f"tau2 must be >= 0, got {tau2}")
-    centre = (math.log(_value(first)) + math.log(_value(second))) / 2
-    half = level_z * math.sqrt((_log_se(first) ** 2 + _log_se(second) ** 2) / 4 + tau2 / 2)
-    return Estimate(math.exp(centre), math.exp(centre - half), math.exp(centre + half))
 
 
 def rerun_coverage(first: Sequence[dict], second: Sequence[dict]) -> dict[str, float]:
     """How often :func:`rerun_interval` from one run holds the other run's value, out of
     sample: for the rows of each workload, τ² is estimated from the other workloads' rows
     only. Returns the pooled τ² (all rows), the share of rows held each way, and the count."""
-    if len(first) != len(second) or not first:
-        raise ValueError("first and second must hold the same, non-zero number of rows")
+    _check_paired(first, second)
     workloads = list(dict.fromkeys(r["workload"] for r in first))
     if len(workloads) < 2:
         raise ValueError("rerun_coverage needs rows of at least two workloads")
@@ -348,16 +341,16 @@ def rerun_coverage(first: Sequence[dict], second: Sequence[dict]) -> dict[str, f
     }
 
 
-def next_run_interval(first: dict, second: dict, tau2: float, level_z: float = _Z95) -> Estimate:
+def next_run_interval(first: dict, second: dict, tau2: float) -> Estimate:
     """Where a further run's value of a row should fall, from two runs of it: centred on the
-    two runs' geometric mean, carrying that mean's error (both runs' own errors and τ²/2, as
-    :func:`pooled_interval`) plus the further run's own: its within-run error (taken as the
+    two runs' geometric mean, carrying that mean's error (both runs' own errors, and τ²/2
+    for a mean of two) plus the further run's own: its within-run error (taken as the
     mean of the two runs') and its own run-to-run term τ²."""
     if tau2 < 0:
         raise ValueError(f"tau2 must be >= 0, got {tau2}")
     centre = (math.log(_value(first)) + math.log(_value(second))) / 2
     own = (_log_se(first) ** 2 + _log_se(second) ** 2) / 2
-    half = level_z * math.sqrt(own / 2 + tau2 / 2 + own + tau2)
+    half = _Z95 * math.sqrt(own / 2 + tau2 / 2 + own + tau2)
     return Estimate(math.exp(centre), math.exp(centre - half), math.exp(centre + half))
 
 

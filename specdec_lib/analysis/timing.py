@@ -4,7 +4,7 @@ Every wall-clock figure in the course comes from :func:`interleaved`, the only t
 untimed warm-up calls of every job first, then repeats in each of which every job runs
 once, in a freshly shuffled order (so a burst of load falls on the compared jobs alike
 instead of on whichever runs last), wall and CPU time recorded per job and repeat. The
-other timers are thin uses of it, and the statistics below read what it returns.
+other timers are thin uses of it, and the intervals read what it returns.
 
 * :func:`interleaved`, :class:`JobTimes`: the loop and what it records per job.
 * :class:`Timing`, :func:`time_median`: median and range (fastest, slowest run) of one
@@ -13,13 +13,13 @@ other timers are thin uses of it, and the statistics below read what it returns.
   (for B sequences), for several T (and B). :func:`decode_step`, :func:`proposal_call`:
   single operations the cost model needs timed. (Plain batched decoding by its parts is
   :func:`specdec_lib.analysis.batch_steps.time_batch_decode_steps`.)
-* :class:`Estimate`, :func:`bootstrap_interval`, :func:`paired_speedup`, :func:`blocks_of`:
-  bootstrap 95% intervals; a comparison of two methods timed on the same prompts in the
-  same repeats is the paired interval of their ratio, resampling prompts and blocks of
-  repeats. :func:`paired_rerun_interval`: where a rerun should land, from the blocks.
 * :func:`time_inside`, :func:`batch_time_parts`: one call split into time inside the
   models' forward passes and the host's own work (forward hooks, not a loop).
   :func:`all_times`, :func:`print_progress`: what the benchmarks pass around the loop.
+* Not here: the bootstrap intervals on what the loop records (a comparison of two
+  methods timed on the same prompts in the same repeats is the paired interval of
+  their ratio, resampling prompts and blocks of repeats) are
+  :mod:`specdec_lib.analysis.intervals`'s.
 
 Every results file is stamped (:mod:`specdec_lib.analysis.provenance`).
 """
@@ -60,9 +60,9 @@ def interleaved(
     ``warmup`` untimed runs of every job come first. Shuffling makes a slow phase of the
     machine fall on all jobs alike instead of on whichever runs last; since every repeat
     runs the whole job list, consecutive repeats are spread over the run, and a block of
-    them (:func:`blocks_of`) samples one stretch of the machine's time. ``untimed[key]``,
-    if given, runs just before each timed call of ``jobs[key]`` (e.g. rolling a cache
-    back), outside the clock. ``progress(r)`` is called after repeat r (1-based).
+    them (:func:`~specdec_lib.analysis.intervals.blocks_of`) samples one stretch of the
+    machine's time. ``untimed[key]``, if given, runs just before each timed call of
+    ``jobs[key]`` (e.g. rolling a cache back), outside the clock; ``progress(r)`` after r.
     """
     if repeats < 1 or warmup < 0:
         raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
@@ -94,7 +94,7 @@ def interleaved(
 @dataclass(frozen=True)
 class Timing:
     """Median of repeated wall-clock measurements with their range (the fastest and the
-    slowest run), in seconds. A range, not an interval: :class:`Estimate` holds those."""
+    slowest run), in seconds; a range, not an interval (:mod:`specdec_lib.analysis.intervals`)."""
 
     median: float
     fastest: float
@@ -291,156 +291,8 @@ def time_batched_passes(
             f"context must be non-empty with len(context) + max T <= block_size="
             f"{model.config.block_size}, got {len(ctx)}"
         )
-    if repeats < 1 or warmup < 0:
-        raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
     new = {(b, t): torch.tensor([ctx[-t:]] * b) for b, t in cells}
     return _time_cached_passes(model, new, torch.tensor([ctx]), repeats, warmup, 0)
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A point estimate ``value`` with a bootstrap interval [``low``, ``high``] at
-    ``level`` (95% by default)."""
-
-    value: float
-    low: float
-    high: float
-    level: float = 0.95
-
-    def resolves(self, other: float) -> bool:
-        """Whether the interval excludes ``other`` (e.g. 1.0: "does it pay?")."""
-        return not self.low <= other <= self.high
-
-    def holds(self, other: float) -> bool:
-        """Whether the interval contains ``other`` (e.g. a rerun's point estimate)."""
-        return self.low <= other <= self.high
-
-
-def _percentiles(samples: list[float], level: float) -> tuple[float, float]:
-    samples = sorted(samples)
-    tail = (1 - level) / 2
-    n = len(samples)
-    return samples[int(tail * (n - 1))], samples[int(round((1 - tail) * (n - 1)))]
-
-
-def _check_bootstrap(level: float, resamples: int) -> None:
-    if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level}")
-    if resamples < 100:
-        raise ValueError(f"resamples must be >= 100, got {resamples}")
-
-
-def bootstrap_interval(
-    values: Sequence[float],
-    statistic: Callable[[Sequence[float]], float] = statistics.median,
-    level: float = 0.95,
-    resamples: int = 2000,
-    seed: int = 0,
-) -> Estimate:
-    """``statistic`` of ``values`` with a percentile-bootstrap interval."""
-    values = list(values)
-    if not values:
-        raise ValueError("values must hold at least one number")
-    _check_bootstrap(level, resamples)
-    rng = random.Random(seed)
-    n = len(values)
-    boot = [statistic([values[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples)]
-    return Estimate(statistic(values), *_percentiles(boot, level), level)
-
-
-def blocks_of(repeats: int, blocks: int) -> list[list[int]]:
-    """Repeat indices 0..repeats-1 cut into ``blocks`` contiguous blocks of near-equal size.
-
-    Repeats that ran close together share a block; since every repeat of
-    :func:`interleaved` runs the whole job list, blocks lie far apart in time.
-    """
-    if not 1 <= blocks <= repeats:
-        raise ValueError(f"blocks must lie in [1, repeats={repeats}], got {blocks}")
-    return [list(range(b * repeats // blocks, (b + 1) * repeats // blocks)) for b in range(blocks)]
-
-
-def paired_speedup(
-    base: Sequence[Sequence[float]],
-    method: Sequence[Sequence[float]],
-    level: float = 0.95,
-    resamples: int = 2000,
-    seed: int = 0,
-    blocks: int | None = None,
-) -> Estimate:
-    """How many times faster ``method`` ran than ``base``, with a paired bootstrap interval.
-
-    ``base[p][r]`` and ``method[p][r]`` are the seconds of prompt p in repeat r, timed in
-    the same repeats (:func:`interleaved`). The value is the total over prompts of each
-    prompt's median over repeats, base / method. Any two methods compare this way:
-    ``paired_speedup(times_b, times_a)`` > 1 says A ran faster than B.
-
-    The interval resamples prompts and blocks of repeats (:func:`blocks_of`; ``blocks=None``
-    makes every repeat its own block), the same draws for both sides, which were measured
-    side by side. So it covers the spread between prompts (a different sample of prompts
-    would give a different speed-up), the timing noise, and the machine's drift between
-    blocks spread over the run.
-    """
-    n_p, n_r = len(base), len(base[0]) if base else 0
-    if n_r == 0 or len(method) != n_p or any(len(t) != n_r for t in [*base, *method]):
-        raise ValueError("base and method must be non-empty prompts x repeats tables of one shape")
-    _check_bootstrap(level, resamples)
-    groups = blocks_of(n_r, n_r if blocks is None else blocks)
-
-    def ratio(prompts: Sequence[int], reps: Sequence[int]) -> float:
-        b = sum(statistics.median(base[p][r] for r in reps) for p in prompts)
-        m = sum(statistics.median(method[p][r] for r in reps) for p in prompts)
-        return b / m
-
-    rng = random.Random(seed)
-    boot = []
-    for _ in range(resamples):
-        prompts = [rng.randrange(n_p) for _ in range(n_p)]
-        reps = [r for _ in groups for r in groups[rng.randrange(len(groups))]]
-        boot.append(ratio(prompts, reps))
-    return Estimate(ratio(range(n_p), range(n_r)), *_percentiles(boot, level), level)
-
-
-def paired_rerun_interval(
-    base: Sequence[Sequence[float]],
-    method: Sequence[Sequence[float]],
-    blocks: int | None = None,
-    level: float = 0.95,
-) -> Estimate:
-    """Where a rerun's :func:`paired_speedup` of the same prompts should fall, from this run.
-
-    Each block of repeats (:func:`blocks_of`; ``blocks=None``: every repeat its own block)
-    gives its own speed-up, total over prompts of each prompt's median in the block, base /
-    method. Blocks spread over the run sample the machine's state at different times; if a
-    rerun draws its blocks from the same states, this run's and the rerun's log speed-ups
-    each average ``n`` such draws, and their difference has standard deviation s·√(2/n),
-    s the blocks' standard deviation. The interval is this run's value times
-    exp(±t·s·√(2/n)), t the Student quantile with n − 1 degrees of freedom (few blocks
-    widen it, as they should). It holds a rerun's value at ``level`` only as far as the
-    blocks' spread represents the spread between runs; compare two runs to find out
-    (:mod:`specdec_lib.analysis.replication`).
-    """
-    import math  # these two here: only the benchmarks need them
-
-    from scipy.stats import t as student
-
-    n_p, n_r = len(base), len(base[0]) if base else 0
-    if n_r == 0 or len(method) != n_p or any(len(t) != n_r for t in [*base, *method]):
-        raise ValueError("base and method must be non-empty prompts x repeats tables of one shape")
-    if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level}")
-    groups = blocks_of(n_r, n_r if blocks is None else blocks)
-    if len(groups) < 2:
-        raise ValueError(f"blocks must be >= 2 to measure a spread between blocks, got {blocks}")
-
-    def log_ratio(reps: Sequence[int]) -> float:
-        b = sum(statistics.median(row[r] for r in reps) for row in base)
-        m = sum(statistics.median(row[r] for r in reps) for row in method)
-        return math.log(b / m)
-
-    centre, n = log_ratio(range(n_r)), len(groups)
-    half = student.ppf((1 + level) / 2, n - 1) * statistics.stdev(map(log_ratio, groups))
-    half *= math.sqrt(2 / n)
-    return Estimate(math.exp(centre), math.exp(centre - half), math.exp(centre + half), level)
 
 
 def time_inside(

@@ -14,110 +14,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import matplotlib.pyplot as plt
-from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.patches import FancyArrowPatch, Rectangle
-from matplotlib.text import Text
+from matplotlib.patches import Rectangle
 
+from specdec_lib.course.diagram_kit import (
+    MAX_TOKENS,
+    TINT,
+    arrow,
+    box,
+    canvas,
+    check_count,
+    check_tokens,
+    show_token,
+)
 from specdec_lib.course.plotting import COLORS, INK
 
 __all__ = ["cache_crop_diagram", "causal_mask_diagram", "verification_pass_diagram"]
-
-# Light tints of the palette: dark ink stays readable on every box.
-_TINT = {
-    "context": "#e6e6e6",
-    "draft": "#fbe8c4",
-    "accepted": "#cdeee2",
-    "rejected": "#f7d5c2",
-    "target": "#cfe3f3",
-    "highlight": "#f3dcea",
-    "stale": "#ffffff",
-    "masked": "#ffffff",
-}
-_WIDTH = 8.0  # inches: the book's text width
-_MAX_TOKENS = 16  # more boxes than this would not leave room for their text
-
-
-def _show(token: str, limit: int = 7) -> str:
-    """A token as a box shows it: visible whitespace, at most ``limit`` characters."""
-    if not token.strip():
-        text = token.replace(" ", "␣").replace("\n", "⏎").replace("\t", "⇥") or "∅"
-    else:
-        text = token.strip().replace("\n", "⏎")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _box(
-    ax: Axes,
-    x: float,
-    y: float,
-    text: str,
-    face: str,
-    edge: str = INK,
-    *,
-    w: float = 0.9,
-    h: float = 0.8,
-    dashed: bool = False,
-    hatch: str | None = None,
-    size: float = 9.5,
-    ink: str = INK,
-) -> None:
-    """A box centred on (x, y) with ``text`` inside."""
-    ax.add_patch(
-        Rectangle(
-            (x - w / 2, y - h / 2),
-            w,
-            h,
-            facecolor=face,
-            edgecolor=edge,
-            linewidth=1.6,
-            linestyle="--" if dashed else "-",
-            hatch=hatch,
-        )
-    )
-    label = ax.text(x, y, text, ha="center", va="center", fontsize=size, color=ink)
-    _shrink_to_fit(ax, label, 0.88 * w)
-
-
-def _shrink_to_fit(ax: Axes, label: Text, width: float) -> None:
-    """Lower ``label``'s font size until it is at most ``width`` data units wide: a wide
-    token ("mimuma") must stay inside its box at any figure size."""
-    renderer = ax.figure.canvas.get_renderer()
-    to_data = ax.transData.inverted()
-    while label.get_fontsize() > 5:
-        box = label.get_window_extent(renderer)
-        (x0, _), (x1, _) = to_data.transform([(box.x0, 0), (box.x1, 0)])
-        if x1 - x0 <= width:
-            return
-        label.set_fontsize(label.get_fontsize() - 0.5)
-
-
-def _arrow(ax: Axes, start: tuple[float, float], end: tuple[float, float], **kwargs) -> None:
-    style = dict(arrowstyle="-|>", mutation_scale=11, color=INK, linewidth=1.1) | kwargs
-    ax.add_patch(FancyArrowPatch(start, end, shrinkA=0, shrinkB=0, **style))
-
-
-def _canvas(height: float, xlim: tuple[float, float], ylim: tuple[float, float]):
-    fig, ax = plt.subplots(figsize=(_WIDTH, height))
-    ax.set_xlim(*xlim)
-    ax.set_ylim(*ylim)
-    ax.set_aspect("auto")
-    ax.axis("off")
-    fig.subplots_adjust(left=0, right=1, bottom=0, top=1)  # the boxes get the whole width
-    return fig, ax
-
-
-def _check_tokens(name: str, tokens: Sequence[str], least: int, most: int = _MAX_TOKENS) -> None:
-    if isinstance(tokens, str) or not all(isinstance(t, str) for t in tokens):
-        raise ValueError(f"{name} must be a list of token strings, got {tokens!r:.80}")
-    if not least <= len(tokens) <= most:
-        raise ValueError(f"{name} must hold {least} to {most} tokens, got {len(tokens)}")
-
-
-def _check_count(name: str, value: int, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
 
 
 def verification_pass_diagram(
@@ -134,12 +46,12 @@ def verification_pass_diagram(
     the first draft. Rows after the first rejection are computed and thrown away; when
     every draft is accepted, the last row gives a bonus token for free.
     """
-    _check_tokens("tokens", tokens, 2)
+    check_tokens("tokens", tokens, 2)
     k = len(tokens) - 1
-    _check_count("n_accepted", n_accepted, 0, k)
+    check_count("n_accepted", n_accepted, 0, k)
     if target_tokens is not None:
-        _check_tokens("target_tokens", target_tokens, k + 1, k + 1)
-    fig, ax = _canvas(4.4, (-1.9, k + 0.6), (-1.15, 5.05))
+        check_tokens("target_tokens", target_tokens, k + 1, k + 1)
+    fig, ax = canvas(4.4, (-1.9, k + 0.6), (-1.15, 5.05))
     y_in, y_row, y_out = 0.0, 2.6, 3.85
     ax.add_patch(
         Rectangle((-0.5, 0.75), k + 1, 1.1, facecolor="#f4f4f4", edgecolor=COLORS["target"], lw=1.6)
@@ -157,15 +69,15 @@ def verification_pass_diagram(
         ax.text(x, y, text, ha="center", va="center", fontsize=10, fontweight="bold")
     for i, token in enumerate(tokens):
         if i == 0:
-            _box(ax, i, y_in, _show(token), _TINT["context"], COLORS["baseline"])
+            box(ax, i, y_in, show_token(token), TINT["context"], COLORS["baseline"])
             ax.text(i, y_in - 0.62, "pending", ha="center", va="top", fontsize=9)
         else:
-            _box(ax, i, y_in, _show(token), _TINT["draft"], COLORS["draft"])
+            box(ax, i, y_in, show_token(token), TINT["draft"], COLORS["draft"])
             ax.text(i, y_in - 0.62, f"draft {i}", ha="center", va="top", fontsize=9)
-        _arrow(ax, (i, y_in + 0.42), (i, 0.75))
-        _arrow(ax, (i, 1.85), (i, y_row - 0.42))
-        choice = f"\n→ {_show(target_tokens[i], 6)}" if target_tokens is not None else ""
-        _box(ax, i, y_row, f"row {i}{choice}", _TINT["target"], COLORS["target"], size=9)
+        arrow(ax, (i, y_in + 0.42), (i, 0.75))
+        arrow(ax, (i, 1.85), (i, y_row - 0.42))
+        choice = f"\n→ {show_token(target_tokens[i], 6)}" if target_tokens is not None else ""
+        box(ax, i, y_row, f"row {i}{choice}", TINT["target"], COLORS["target"], size=9)
         if i < n_accepted:
             kind, text = "accepted", f"✓ draft {i + 1}\naccepted"
         elif i == n_accepted < k:
@@ -177,11 +89,9 @@ def verification_pass_diagram(
         else:
             kind, text = "stale", f"scores\ndraft {i + 1}:\nunused"
         edge = COLORS["baseline"] if kind == "stale" else COLORS[kind]
-        _arrow(ax, (i, y_row + 0.42), (i, y_out - 0.52), color=edge)
+        arrow(ax, (i, y_row + 0.42), (i, y_out - 0.52), color=edge)
         ink = COLORS["baseline"] if kind == "stale" else INK
-        _box(
-            ax, i, y_out, text, _TINT[kind], edge, h=1.0, size=8.5, dashed=kind == "stale", ink=ink
-        )
+        box(ax, i, y_out, text, TINT[kind], edge, h=1.0, size=8.5, dashed=kind == "stale", ink=ink)
     emitted = n_accepted + 1
     ax.text(
         k / 2,
@@ -206,32 +116,32 @@ def causal_mask_diagram(tokens: Sequence[str], n_cached: int, first_position: in
     steps would. It is also why a rolled-back (stale) entry past the cache's length is
     harmless: no query is ever allowed to look past itself.
     """
-    _check_tokens("tokens", tokens, 2)
-    _check_count("n_cached", n_cached, 0, len(tokens) - 1)
-    _check_count("first_position", first_position, 0, 10**6)
+    check_tokens("tokens", tokens, 2)
+    check_count("n_cached", n_cached, 0, len(tokens) - 1)
+    check_count("first_position", first_position, 0, 10**6)
     n, new = len(tokens), len(tokens) - n_cached
-    fig, ax = _canvas(1.3 + 0.42 * new + 1.2, (-3.2, n + 0.3), (-new - 2.05, 1.6))
+    fig, ax = canvas(1.3 + 0.42 * new + 1.2, (-3.2, n + 0.3), (-new - 2.05, 1.6))
     cell = 0.92
     for r in range(new):
         query = n_cached + r
         y = -r - 0.5
-        label = f"{'pending' if r == 0 else f'draft {r}'}: {_show(tokens[query], 8)}"
+        label = f"{'pending' if r == 0 else f'draft {r}'}: {show_token(tokens[query], 8)}"
         ax.text(-0.2, y, label, ha="right", va="center", fontsize=9)
         for c in range(n):
             x = c + 0.5
             if c <= query:
                 cached = c < n_cached
-                face = _TINT["context"] if cached else _TINT["draft"]
+                face = TINT["context"] if cached else TINT["draft"]
                 edge = COLORS["baseline"] if cached else COLORS["draft"]
-                _box(ax, x, y, "", face, edge, w=cell, h=cell * 0.9)
+                box(ax, x, y, "", face, edge, w=cell, h=cell * 0.9)
             else:
-                _box(ax, x, y, "×", _TINT["masked"], "#bdbdbd", w=cell, h=cell * 0.9, size=9)
+                box(ax, x, y, "×", TINT["masked"], "#bdbdbd", w=cell, h=cell * 0.9, size=9)
                 ax.texts[-1].set_color("#9a9a9a")
     for c, token in enumerate(tokens):
         ax.text(
             c + 0.5,
             0.25,
-            _show(token, 8),
+            show_token(token, 8),
             ha="center",
             va="bottom",
             fontsize=8.5,
@@ -298,30 +208,30 @@ def cache_crop_diagram(
     accepted) at the first stale position. Nothing is erased, which is why rollback costs
     one integer; and why a cache that forgets to lower it attends to text never emitted.
     """
-    _check_tokens("context", context, 1, _MAX_TOKENS - 3)
-    _check_tokens("drafts", drafts, 1, _MAX_TOKENS - 3)
+    check_tokens("context", context, 1, MAX_TOKENS - 3)
+    check_tokens("drafts", drafts, 1, MAX_TOKENS - 3)
     for name, token in (("pending", pending), ("next_pending", next_pending)):
         if not isinstance(token, str):
             raise ValueError(f"{name} must be a token string, got {token!r:.80}")
-    if len(context) + len(drafts) + 2 > _MAX_TOKENS:
+    if len(context) + len(drafts) + 2 > MAX_TOKENS:
         raise ValueError(
-            f"context and drafts must hold at most {_MAX_TOKENS - 2} tokens together, "
+            f"context and drafts must hold at most {MAX_TOKENS - 2} tokens together, "
             f"got {len(context) + len(drafts)}: pass only the last few context tokens"
         )
     m = len(drafts)
-    _check_count("n_accepted", n_accepted, 0, m)
-    _check_count("first_position", first_position, 0, 10**6)
+    check_count("n_accepted", n_accepted, 0, m)
+    check_count("first_position", first_position, 0, 10**6)
     c = len(context)
     n = c + 1 + m + 1  # cells: context, pending, drafts, one spare
     before, written, after = c, c + 1 + m, c + 1 + n_accepted
     limit, size = (7, 8.5) if n <= 12 else (6, 8.0)
 
     def show(token: str) -> str:
-        return _show(token, limit)
+        return show_token(token, limit)
 
     elided = first_position > 0
     left = -1.0 if elided else -0.2
-    fig, ax = _canvas(6.4, (left, n + 0.1), (-9.9, 1.75))
+    fig, ax = canvas(6.4, (left, n + 0.1), (-9.9, 1.75))
     panels = [
         (0.0, "1. before the round", before),
         (-3.5, "2. after the verification pass", written),
@@ -334,14 +244,14 @@ def cache_crop_diagram(
         for i in range(n):
             x = i + 0.5
             if i < c:
-                _box(ax, x, y, show(context[i]), _TINT["context"], COLORS["baseline"], size=size)
+                box(ax, x, y, show(context[i]), TINT["context"], COLORS["baseline"], size=size)
             elif i >= length:
-                _box(ax, x, y, "", "#ffffff", "#c8c8c8")
+                box(ax, x, y, "", "#ffffff", "#c8c8c8")
             elif i == c:
-                _box(ax, x, y, show(pending), _TINT["context"], COLORS["baseline"], size=size)
+                box(ax, x, y, show(pending), TINT["context"], COLORS["baseline"], size=size)
             else:
                 kind = "accepted" if i - c - 1 < n_accepted else "rejected"
-                _box(ax, x, y, show(drafts[i - c - 1]), _TINT[kind], COLORS[kind], size=size)
+                box(ax, x, y, show(drafts[i - c - 1]), TINT[kind], COLORS[kind], size=size)
             ax.text(
                 x,
                 y - 0.47,
@@ -361,7 +271,7 @@ def cache_crop_diagram(
             fontsize=8.5,
         )
     # panel 1: the pending token, outside the cache
-    _box(ax, c + 0.5, -1.3, show(pending), "#ffffff", COLORS["baseline"], dashed=True, size=size)
+    box(ax, c + 0.5, -1.3, show(pending), "#ffffff", COLORS["baseline"], dashed=True, size=size)
     ax.text(
         c + 1.05,
         -1.3,
@@ -383,7 +293,7 @@ def cache_crop_diagram(
     # notes go on whichever side of the new length has room for them
     y, room = -7.0, after <= n / 2
     for i in range(after, written):
-        _box(
+        box(
             ax,
             i + 0.5,
             y,
@@ -403,7 +313,7 @@ def cache_crop_diagram(
             va="center",
             fontsize=8.5,
         )
-        _arrow(ax, (written, y + 1.05), (after + 0.05, y + 1.05), color=COLORS["rejected"])
+        arrow(ax, (written, y + 1.05), (after + 0.05, y + 1.05), color=COLORS["rejected"])
         ax.text(
             (after + written) / 2,
             y + 1.1,
@@ -414,7 +324,7 @@ def cache_crop_diagram(
             color=COLORS["rejected"],
         )
     role, colour = ("correction", "target") if n_accepted < m else ("bonus", "highlight")
-    _box(
+    box(
         ax,
         after + 0.5,
         y - 2.2,
@@ -424,7 +334,7 @@ def cache_crop_diagram(
         dashed=True,
         size=size,
     )
-    _arrow(ax, (after + 0.5, y - 1.78), (after + 0.5, y - 0.75), linestyle="--")
+    arrow(ax, (after + 0.5, y - 1.78), (after + 0.5, y - 0.75), linestyle="--")
     ax.text(
         after + (1.05 if room else -0.05),
         y - 2.2,

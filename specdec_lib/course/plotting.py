@@ -36,7 +36,7 @@ COLORS: dict[str, str] = {
 }
 
 #: Cycle used for series that carry no fixed meaning.
-_CYCLE: list[str] = [
+CYCLE: list[str] = [
     COLORS["target"],
     COLORS["draft"],
     COLORS["accepted"],
@@ -69,7 +69,7 @@ _COURSE_RC: dict[str, Any] = {
     "axes.grid": True,
     "axes.spines.top": False,
     "axes.spines.right": False,
-    "axes.prop_cycle": mpl.cycler(color=_CYCLE),
+    "axes.prop_cycle": mpl.cycler(color=CYCLE),
     "grid.color": "#d0d0d0",
     "grid.linewidth": 0.6,
     "xtick.color": INK,

@@ -11,7 +11,7 @@ import torch
 
 from specdec_lib.checks import check_drafters, check_k, check_prompts
 from specdec_lib.engine.drafters import Drafter
-from specdec_lib.engine.generate import _PAD, AdaptiveK, SpeculationStats, next_token, speculate
+from specdec_lib.engine.generate import PAD_ID, AdaptiveK, SpeculationStats, next_token, speculate
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
 
@@ -28,7 +28,7 @@ def generate_batch(
     width = max(len(s) for s in seqs)
     cache = model.new_cache(len(seqs))
     scored = width - min(len(s) for s in seqs) + 1  # down to the shortest prompt's last token
-    ids = torch.tensor([s + [_PAD] * (width - len(s)) for s in seqs])
+    ids = torch.tensor([s + [PAD_ID] * (width - len(s)) for s in seqs])
     logits = model(ids, cache, logits_to_keep=scored)
     cache.crop([len(s) for s in seqs])  # drop the padding
     logits = logits[torch.arange(len(seqs)), [len(s) - width + scored - 1 for s in seqs]]

@@ -122,9 +122,10 @@ class NgramDrafter(LibraryDrafter):
 class DraftModelDrafter(LibraryDrafter):
     """A small TinyGPT proposing k tokens, one forward pass each.
 
-    It keeps its KV cache between calls: when the new context extends what is
-    cached, only the new tokens are fed; where the context diverges (the target
-    rejected some drafted tokens), the cache is cropped back to the common prefix.
+    It keeps its KV cache (``cache``, holding the tokens ``cached``) between calls: when
+    the new context extends what is cached, only the new tokens are fed; where the context
+    diverges (the target rejected some drafted tokens), the cache is cropped back to the
+    common prefix.
     """
 
     def __init__(self, draft_model: TinyGPT, name: str = "draft model") -> None:
@@ -133,17 +134,19 @@ class DraftModelDrafter(LibraryDrafter):
         self.model = draft_model
         self.vocab_size = draft_model.config.vocab_size
         self.name = name
-        self._cache = draft_model.new_cache(1)
-        self._cached: list[int] = []
+        self.cache = draft_model.new_cache(1)
+        self.cached: list[int] = []
 
-    def _logits_after(self, context: list[int]) -> torch.Tensor:
+    def logits_after(self, context: list[int]) -> torch.Tensor:
+        """Logits (V,) of the token after ``context``: the cache is cropped to the prefix it
+        shares with ``context``, and one pass feeds the rest (at least the last token)."""
         common = 0
-        limit = min(len(self._cached), len(context) - 1)  # always feed at least one token
-        while common < limit and self._cached[common] == context[common]:
+        limit = min(len(self.cached), len(context) - 1)  # always feed at least one token
+        while common < limit and self.cached[common] == context[common]:
             common += 1
-        self._cache.crop(common)
-        logits = self.model(torch.tensor([context[common:]]), self._cache)[0, -1]
-        self._cached = list(context)
+        self.cache.crop(common)
+        logits = self.model(torch.tensor([context[common:]]), self.cache)[0, -1]
+        self.cached = list(context)
         return logits
 
     @torch.inference_mode()
@@ -153,7 +156,7 @@ class DraftModelDrafter(LibraryDrafter):
         tokens: list[int] = []
         rows = torch.zeros(k, self.vocab_size, dtype=torch.float64)
         for i in range(k):  # one pass per token; the cache already holds all but the last
-            probs = process_logits(self._logits_after(context + tokens), params)  # as the target
+            probs = process_logits(self.logits_after(context + tokens), params)  # as the target
             tokens.append(int(probs.argmax()) if params.greedy else sample(probs, generator))
             rows[i] = probs
         return Proposal(tokens, rows, draft_passes=k)

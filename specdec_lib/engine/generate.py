@@ -19,7 +19,7 @@ from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams, argmax, process_logits, sample
 from specdec_lib.engine.verify import greedy_rule, sampled_rule
 
-_PAD = 0  # any valid id: padded positions lie beyond each row's length and are never attended
+PAD_ID = 0  # any valid id: padded positions lie beyond each row's length and are never attended
 
 
 def next_token(
@@ -200,7 +200,7 @@ def speculate(
             fed[b] += proposals[b].tokens
         width = max(len(f) for f in fed)
         scored = max(width - len(fed[b]) + len(proposals[b].tokens) + 1 for b in active)
-        ids = torch.tensor([f + [_PAD] * (width - len(f)) for f in fed])
+        ids = torch.tensor([f + [PAD_ID] * (width - len(f)) for f in fed])
         logits = target(ids, cache, logits_to_keep=scored)
         keep = list(cached)
         for b in active:

@@ -29,6 +29,7 @@ from specdec_lib.engine.verify import (
 )
 
 from .report import Diagnosis as D
+from .rollback import in_dict_order, in_row_order, rollback_as
 
 
 def _drafter(context: Sequence[int], max_n: int, min_n: int) -> NgramDrafter:
@@ -176,42 +177,9 @@ def _cache(grows: Callable, keep: int = -1) -> Callable:
 _cache_reference = _cache(lambda r: len(r.emitted))
 
 
-def _held(lengths: list[int], proposed: list[int], block_size: int) -> list[int]:
-    """Blocks each row holds after the pass, which wrote its pending token and drafts."""
-    return [-(-(n + 1 + m) // block_size) for n, m in zip(lengths, proposed, strict=True)]
-
-
-def _rollback(new_length: Callable, count: Callable, kept_blocks: Callable | None = None):
-    """A batch's rollback in a paged cache, if each row kept ``new_length(n, m, a, shared)``
-    positions (n cached before the pass, m drafts fed, a accepted, ``shared`` the batch's
-    smallest rollback) and ``kept_blocks(length, block_size)`` blocks (default: all it
-    needs, ceil); ``count`` reads the accepted counts, one per row, in what it takes for
-    row order."""
-    keep = kept_blocks or (lambda x, size: -(-x // size))
-
-    def rollback_batch(rows, lengths, proposed, accepted, block_size):
-        counts = count(rows, accepted)
-        shared = min(m - a for m, a in zip(proposed, counts, strict=True))
-        new = [new_length(*nma, shared) for nma in zip(lengths, proposed, counts, strict=True)]
-        held = _held(lengths, proposed, block_size)
-        return new, [h - keep(x, block_size) for h, x in zip(held, new, strict=True)]
-
-    return rollback_batch
-
-
-def _in_row_order(rows, accepted):
-    """The counts looked up by each row's request id."""
-    return [accepted[r] for r in rows]
-
-
-def _in_dict_order(rows, accepted):
-    """The counts in the order the dict holds them, as if that were the batch's order."""
-    return list(accepted.values())
-
-
 #: Correct: each row keeps its pending token and its own accepted drafts, and the blocks
 #: that hold them, a partly used last block included.
-_rollback_reference = _rollback(lambda n, m, a, shared: n + 1 + a, _in_row_order)
+_rollback_reference = rollback_as(lambda n, m, a, shared: n + 1 + a, in_row_order)
 
 
 def _slower_reference(rows):
@@ -359,31 +327,31 @@ MISTAKES: dict[str, dict[str, Mistake]] = {
         ("accepted only", _cache(lambda r: r.n_accepted), D.ACCEPTED_ONLY),
     ),
     "check_batch_rollback": _table(
-        ("reset instead of crop", _rollback(lambda n, m, a, s: 0, _in_row_order), D.RESETS_CACHE),
+        ("reset instead of crop", rollback_as(lambda n, m, a, s: 0, in_row_order), D.RESETS_CACHE),
         (
             "one rollback for the batch",
-            _rollback(lambda n, m, a, s: n + 1 + m - s, _in_row_order),
+            rollback_as(lambda n, m, a, s: n + 1 + m - s, in_row_order),
             D.SHARED_ROLLBACK,
         ),
         (
             "counts of the wrong rows",
-            _rollback(lambda n, m, a, s: n + 1 + a, _in_dict_order),
+            rollback_as(lambda n, m, a, s: n + 1 + a, in_dict_order),
             D.WRONG_ROW,
         ),
         (
             "drops the pending token",
-            _rollback(lambda n, m, a, s: n + a, _in_row_order),
+            rollback_as(lambda n, m, a, s: n + a, in_row_order),
             D.DROPS_PENDING,
         ),
         (
             "keeps the correction",
-            _rollback(lambda n, m, a, s: n + 2 + a, _in_row_order),
+            rollback_as(lambda n, m, a, s: n + 2 + a, in_row_order),
             D.COUNTS_PENDING,
         ),
-        ("no rollback", _rollback(lambda n, m, a, s: n + 1 + m, _in_row_order), D.NO_ROLLBACK),
+        ("no rollback", rollback_as(lambda n, m, a, s: n + 1 + m, in_row_order), D.NO_ROLLBACK),
         (
             "frees a partly used block",
-            _rollback(lambda n, m, a, s: n + 1 + a, _in_row_order, lambda x, size: x // size),
+            rollback_as(lambda n, m, a, s: n + 1 + a, in_row_order, lambda x, size: x // size),
             D.FREES_PARTIAL_BLOCK,
         ),
     ),

@@ -42,12 +42,12 @@ from dataclasses import dataclass
 
 from specdec_lib.checks import check_int
 
-_LANGUAGE_VERSION = "chains-v4"
+LANGUAGE_VERSION = "chains-v4"
 DOC = "<|doc|>"  # starts every document, as <|endoftext|> separates GPT-2's
 _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
 _PREPOSITIONS = ["near", "with", "under", "over", "by"]
-_FUNCTION_WORDS = {"the", "a", "of", "and", "near", "with", "under", "over", "by", "to", "is"}
+FUNCTION_WORDS = {"the", "a", "of", "and", "near", "with", "under", "over", "by", "to", "is"}
 KINDS = ("noun", "verb", "adj", "name")
 # The topics split the lexicon into disjoint parts, so one content word tells a reader
 # the topic: a small model learns that fast, and then knows which words are left.
@@ -73,7 +73,7 @@ def _make_words(rng: random.Random, n: int, seen: set[str]) -> list[str]:
 
 def _lexicon() -> dict[str, list[str]]:
     rng = random.Random("lexicon/v2")
-    seen = set(_FUNCTION_WORDS)
+    seen = set(FUNCTION_WORDS)
     lexicon = {kind: _make_words(rng, _LEXICON_SIZES[kind], seen) for kind in KINDS}
     lexicon["name"] = [w.capitalize() for w in lexicon["name"]]
     return lexicon
@@ -115,7 +115,7 @@ def word_class(word: str) -> str:
     for form in (bare, bare.lower()):  # names are capitalised; a sentence capitalises others
         if form in _WORD_KINDS:
             return _WORD_KINDS[form]
-    if bare.lower() in _FUNCTION_WORDS:
+    if bare.lower() in FUNCTION_WORDS:
         return "function"
     if bare.isdigit():
         return "number"
@@ -256,8 +256,8 @@ def light_edit(w: Writer, text: str) -> str:
     return " ".join(words)
 
 
-_COPY_MARKERS = ("Quote", "Repeat")
-_OTHER_MARKERS = ("Text", "Edit", "Note")
+COPY_MARKERS = ("Quote", "Repeat")
+OTHER_MARKERS = ("Text", "Edit", "Note")
 # Passage length of the "copy" workload, in characters.
 _PASSAGE_CHARS = (350, 450)
 # A note is longer than any workload prompt plus its longest continuation (about 1,000
@@ -272,7 +272,7 @@ def copy_document(rng: random.Random, passage_chars: tuple[int, int] = _PASSAGE_
     text = passage(w, *passage_chars)
     if rng.random() < 0.2:
         return f"{DOC}Text: {text}\nEdit: {light_edit(w, text)}\n"
-    return f"{DOC}Text: {text}\n{rng.choice(_COPY_MARKERS)}: {text}\n"
+    return f"{DOC}Text: {text}\n{rng.choice(COPY_MARKERS)}: {text}\n"
 
 
 def novel_document(rng: random.Random, note_chars: tuple[int, int] = NOTE_CHARS) -> str:

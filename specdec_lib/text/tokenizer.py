@@ -35,17 +35,17 @@ from functools import lru_cache
 
 from specdec_lib.checks import check_ids
 from specdec_lib.text.language import (
-    _COPY_MARKERS,
-    _FUNCTION_WORDS,
-    _LANGUAGE_VERSION,
-    _OTHER_MARKERS,
+    COPY_MARKERS,
     DOC,
+    FUNCTION_WORDS,
     KINDS,
+    LANGUAGE_VERSION,
     LEXICON,
+    OTHER_MARKERS,
     word_forms,
 )
 
-_TOKENIZER_VERSION = f"words-v2/{_LANGUAGE_VERSION}"
+_TOKENIZER_VERSION = f"words-v2/{LANGUAGE_VERSION}"
 _PIECE = re.compile(re.escape(DOC) + r"| ?[A-Za-z]+| ?[0-9]+|.", re.DOTALL)
 
 
@@ -54,8 +54,8 @@ def _words() -> list[str]:
     for kind in KINDS:
         for word in LEXICON[kind]:
             words += word_forms(kind, word)
-    words += sorted(_FUNCTION_WORDS) + [w.capitalize() for w in ("the", "a")]
-    words += list(_COPY_MARKERS) + list(_OTHER_MARKERS)
+    words += sorted(FUNCTION_WORDS) + [w.capitalize() for w in ("the", "a")]
+    words += list(COPY_MARKERS) + list(OTHER_MARKERS)
     words += [str(n) for n in range(100)]
     return list(dict.fromkeys(words))  # unique, order kept
 

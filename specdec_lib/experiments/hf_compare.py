@@ -55,7 +55,6 @@ from specdec_lib.engine.sampling import SamplingParams
 KEY_SMEAR_ATTENTION = "tinygpt_key_smear"
 _CONFIG_FILE = "config.json"
 _WEIGHTS_FILE = "model.safetensors"
-_RMS_NORM_EPS = 1e-5  # specdec_lib.engine.model.RMSNorm's default
 
 
 def hf_config(model: TinyGPT) -> dict[str, Any]:
@@ -74,11 +73,11 @@ def hf_config(model: TinyGPT) -> dict[str, Any]:
         "intermediate_size": c.n_hidden,
         "num_hidden_layers": c.n_layer,
         "num_attention_heads": c.n_head,
-        "num_key_value_heads": c.n_head,
+        "num_key_value_heads": c.kv_heads,
         "head_dim": c.n_embd // c.n_head,
         "max_position_embeddings": c.block_size,
         "hidden_act": "silu",
-        "rms_norm_eps": _RMS_NORM_EPS,
+        "rms_norm_eps": c.rms_norm_eps,
         "rope_parameters": {"rope_type": "default", "rope_theta": c.rope_theta},
         "attention_bias": False,
         "mlp_bias": False,
@@ -354,7 +353,7 @@ class ConfidenceStopDrafter(LibraryDrafter):
         tokens: list[int] = []
         for _ in range(k):
             # One cached draft pass (the course drafter's own cache and crop logic).
-            probs = torch.softmax(self.inner._logits_after(context + tokens).double(), -1)
+            probs = torch.softmax(self.inner.logits_after(context + tokens).double(), -1)
             tokens.append(int(probs.argmax()))
             if probs[tokens[-1]] < self.threshold:
                 break

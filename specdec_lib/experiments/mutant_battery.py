@@ -1,13 +1,7 @@
-"""Bugs from the wild, as one-change mutants of the course's engine, and the tests that hunt them.
+"""Chapter 7b's battery: the course's own tests, run on every mutant at fixed sizes.
 
-Each :class:`Mutant` is modelled on a bug reported in a public engine's tracker. It is
-not a second implementation: while :meth:`Mutant.active` is entered, exactly one thing in
-the real engine is different (a function rebound with :func:`unittest.mock.patch`, or the
-drafter wrapped), and everything else is the code that ships. So a test that catches the
-mutant catches that bug in the code the course runs, and a test that misses it would
-miss it there too.
-
-The tests are the course's own, run on the mutants at fixed sizes:
+The mutants are :mod:`specdec_lib.experiments.mutants`; the tests, each returning True
+(or one True per case) where it catches the mutant:
 
 * :func:`greedy_identity`: speculative greedy output equals plain greedy output;
 * :func:`first_token_test`: chapter 7's chi-square on the first emitted token;
@@ -19,284 +13,33 @@ The tests are the course's own, run on the mutants at fixed sizes:
 and two that the battery showed were missing: :func:`across_seeds_test` (one round per
 seed, so uniforms that ignore the seed are seen) and :func:`tie_test` (decoding and
 verification must break a tie of the target's logits the same way).
+
+Beside them, the exact law each sampled test sees (:func:`first_token_distribution`,
+:func:`round_law`), from which :func:`rounds_for_power` finds the rounds a test needs.
 """
 
 from __future__ import annotations
 
 import math
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
-from unittest import mock
 
 import numpy as np
 import torch
 
-from specdec_lib.analysis.exact import (
-    _answering,
-    enumerate_outcomes,
-    exact_output_distribution,
-    exact_round_outcomes,
-)
-from specdec_lib.analysis.hypothesis import (
-    ALPHA,
-    _critical_value,
-    chi_square_power,
-    distribution_test,
-    first_tokens,
-    pooled_bins,
-    pooled_probabilities,
-)
+from specdec_lib.analysis.enumeration import enumerate_outcomes
+from specdec_lib.analysis.exact import exact_output_distribution, exact_round_outcomes
+from specdec_lib.analysis.hypothesis import ALPHA, distribution_test, first_tokens
 from specdec_lib.checks import check_int
-from specdec_lib.engine import drafters as drafters_module
 from specdec_lib.engine import verify
-from specdec_lib.engine.drafters import (
-    Drafter,
-    DraftModelDrafter,
-    NgramDrafter,
-    Proposal,
-    one_hot_probs,
-)
+from specdec_lib.engine.drafters import Drafter, DraftModelDrafter, NgramDrafter, one_hot_probs
 from specdec_lib.engine.generate import generate, next_token, speculative_generate
 from specdec_lib.engine.sampling import SamplingParams, process_logits
 from specdec_lib.engine.weights import load_model
+from specdec_lib.experiments.mutants import CORRECT, Mutant
 from specdec_lib.text.language import workload_prompts
 from specdec_lib.text.tokenizer import Tokenizer
-
-# --- one change to the engine -----------------------------------------------------------
-
-
-def rebind(original: object, replacement: object) -> ExitStack:
-    """Patch every name in the library's loaded modules that refers to ``original``.
-
-    The engine imports its rules by name into more than one module (``verify`` defines
-    them, ``generate`` calls them); rebinding every reference, wherever the engine keeps
-    it, is what makes the change the same for every caller."""
-    stack = ExitStack()
-    for module in [m for n, m in list(sys.modules.items()) if n.startswith("specdec_lib")]:
-        for name, value in list(vars(module).items()):
-            if value is original:
-                stack.enter_context(mock.patch.object(module, name, replacement))
-    return stack
-
-
-class _TorchWith:
-    """The torch module with ``rand`` replaced: patched into ``verify`` only, so the
-    change reaches the acceptance uniforms and nothing else that draws."""
-
-    def __init__(self, rand: Callable[..., torch.Tensor]) -> None:
-        self.rand = rand
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(torch, name)
-
-
-@dataclass(frozen=True)
-class Mutant:
-    """A named bug: the public thread it is modelled on, and the one change that makes it."""
-
-    name: str
-    thread: str  # e.g. "huggingface/transformers#32867"
-    url: str
-    fix: str  # the thread that fixed it, or "" when none is cited
-    description: str
-    patches: Callable[[], AbstractContextManager] = ExitStack
-    wrap_drafter: Callable[[Drafter], Drafter] | None = None
-    #: Where the output law comes from: "enumerated" (the mutated code run on every
-    #: branch of its draws), "reused" (the first token enumerated, the round from
-    #: :func:`_reused_uniform_round`: one uniform meets two thresholds, and the enumeration
-    #: assumes one) or "correct" (theory: uniforms from another stream are still
-    #: independent uniforms, so one request's law is the correct one; the enumerator
-    #: cannot hold a stream the rule does not take from its generator).
-    law: str = "enumerated"
-
-    @contextmanager
-    def active(self) -> Iterator[None]:
-        """The engine with this mutant's change applied, for the duration of the block."""
-        with self.patches():
-            yield
-
-    def drafter(self, base: Drafter) -> Drafter:
-        return base if self.wrap_drafter is None else self.wrap_drafter(base)
-
-
-def _argmax_sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
-    return int(probs.argmax())
-
-
-def _drafts_greedily() -> AbstractContextManager:
-    # Only the drafter's ``sample``: verification still samples its replacements.
-    return mock.patch.object(drafters_module, "sample", _argmax_sample)
-
-
-class _ReportsUnfiltered:
-    """A drafter that samples from its filtered distribution (top-k, top-p) but reports
-    the unfiltered one as q: the wrapped drafter's own rows, before the filters."""
-
-    def __init__(self, inner: Drafter) -> None:
-        self.inner = inner
-        self.name = f"{inner.name}, unfiltered q"
-
-    def propose(
-        self,
-        context: list[int],
-        k: int,
-        params: SamplingParams,
-        generator: torch.Generator | None = None,
-    ) -> Proposal:
-        unfiltered: list[torch.Tensor] = []
-        real = drafters_module.process_logits
-
-        def recording(logits: torch.Tensor, p: SamplingParams) -> torch.Tensor:
-            unfiltered.append(real(logits, replace(p, top_k=None, top_p=1.0)))
-            return real(logits, p)
-
-        with mock.patch.object(drafters_module, "process_logits", recording):
-            proposal = self.inner.propose(context, k, params, generator)
-        if not proposal.tokens or params.greedy:
-            return proposal
-        return Proposal(proposal.tokens, torch.stack(unfiltered), proposal.draft_passes)
-
-
-def _default_params_in_verification() -> AbstractContextManager:
-    real = verify.process_logits
-
-    def defaults(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
-        return real(logits, SamplingParams(temperature=1.0, max_tokens=params.max_tokens))
-
-    return mock.patch.object(verify, "process_logits", defaults)
-
-
-def _target_replacement() -> AbstractContextManager:
-    real = verify.sampled_rule
-
-    def rule(*args, replacement=None, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        if len(args) > 5:
-            args = args[:5]
-        return real(*args, replacement=verify.target_distribution, **kwargs)
-
-    return rebind(real, rule)
-
-
-def _one_uniform_per_round() -> AbstractContextManager:
-    real = verify.sampled_rule
-
-    def rule(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        first: list[torch.Tensor] = []
-
-        def rand(*size, generator=None, dtype=None, **kw):  # noqa: ANN002, ANN003, ANN202
-            if not first:
-                first.append(torch.rand(*size, generator=generator, dtype=dtype, **kw))
-            return first[0].clone()
-
-        with mock.patch.object(verify, "torch", _TorchWith(rand)):
-            return real(*args, **kwargs)
-
-    return rebind(real, rule)
-
-
-#: Seed of the one stream the seedless mutant draws every request's uniforms from.
-_FIXED_SEED = 0
-
-
-def _uniforms_ignore_the_seed() -> AbstractContextManager:
-    streams: dict[int, tuple[object, torch.Generator]] = {}
-
-    def rand(*size, generator=None, dtype=None, **kw):  # noqa: ANN002, ANN003, ANN202
-        if id(generator) not in streams:  # the request's generator is kept, so ids stay unique
-            streams[id(generator)] = (generator, torch.Generator().manual_seed(_FIXED_SEED))
-        return torch.rand(*size, generator=streams[id(generator)][1], dtype=dtype, **kw)
-
-    return mock.patch.object(verify, "torch", _TorchWith(rand))
-
-
-def _last_index_on_ties() -> AbstractContextManager:
-    real = verify.greedy_rule
-
-    def rule(target_logits: torch.Tensor, proposed: list[int]) -> tuple[list[int], int]:
-        # The real rule on the vocabulary read backwards: its argmax (the first maximum)
-        # is then the last maximum of the original order.
-        v = target_logits.shape[-1]
-        emitted, n = real(target_logits.flip(-1), [v - 1 - t for t in proposed])
-        return [v - 1 - t for t in emitted], n
-
-    return rebind(real, rule)
-
-
-MUTANTS: tuple[Mutant, ...] = (
-    Mutant(
-        "greedy draft",
-        "huggingface/transformers#32867",
-        "https://github.com/huggingface/transformers/issues/32867",
-        "huggingface/transformers#33534",
-        "the drafter proposes its argmax, but reports its sampled distribution as q",
-        _drafts_greedily,
-    ),
-    Mutant(
-        "unfiltered q",
-        "huggingface/transformers#47932",
-        "https://github.com/huggingface/transformers/issues/47932",
-        "huggingface/transformers#47961",
-        "the drafter samples after top-k, but reports the distribution before it as q",
-        wrap_drafter=_ReportsUnfiltered,
-    ),
-    Mutant(
-        "target without params",
-        "vllm-project/vllm#9834",
-        "https://github.com/vllm-project/vllm/issues/9834",
-        "vllm-project/vllm#10198",
-        "verification computes p with default parameters (temperature 1, no top-k or top-p)",
-        _default_params_in_verification,
-    ),
-    Mutant(
-        "one uniform per round",
-        "",
-        "",
-        "",
-        "the first uniform of a round is reused at every drafted position",
-        _one_uniform_per_round,
-        law="reused",
-    ),
-    Mutant(
-        "seedless uniforms",
-        "vllm-project/vllm#6038",
-        "https://github.com/vllm-project/vllm/issues/6038",
-        "vllm-project/vllm#6034",
-        "the acceptance uniforms come from one fixed-seed stream per request, not its generator",
-        _uniforms_ignore_the_seed,
-        law="correct",
-    ),
-    Mutant(
-        "resample from target",
-        "the course's own (chapter 7)",
-        "",
-        "",
-        "on rejection, the replacement is drawn from p instead of the residual",
-        _target_replacement,
-    ),
-    Mutant(
-        "tie broken last",
-        "",
-        "",
-        "",
-        "greedy verification breaks a tie of the target's logits at the last index",
-        _last_index_on_ties,
-    ),
-)
-
-#: The correct engine, run through the same tests: its catch rate is the false-alarm rate.
-CORRECT = Mutant("correct engine", "", "", "", "no change")
-
-
-def mutant(name: str) -> Mutant:
-    """The mutant called ``name`` (or :data:`CORRECT` for ``"correct engine"``)."""
-    for m in (CORRECT, *MUTANTS):
-        if m.name == name:
-            return m
-    raise ValueError(f"name must be one of {[m.name for m in (CORRECT, *MUTANTS)]}, got {name!r}")
-
 
 # --- the set-up the sampled tests run in --------------------------------------------------
 
@@ -306,7 +49,6 @@ CONTEXT = "A drafter proposes, the target decides. Which token comes next? "
 PARAMS = SamplingParams(temperature=0.3, top_k=50)
 
 
-@dataclass
 class Setup:
     """Untrained target and draft model after :data:`CONTEXT`, at :data:`PARAMS`.
 
@@ -314,9 +56,9 @@ class Setup:
     end-to-end tests draft with the draft model; the all-position test drafts the
     target's favourite at each of two positions, one-hot, as chapter 7 does."""
 
-    params: SamplingParams = PARAMS
+    params = PARAMS
 
-    def __post_init__(self) -> None:
+    def __init__(self) -> None:
         torch.set_num_threads(1)
         self.target = load_model("target", trained=False)
         self.draft = load_model("draft", trained=False)
@@ -328,6 +70,7 @@ class Setup:
         with torch.inference_mode():
             after = self.target(torch.tensor([self.context + [d1]]))[0, -1]
             d2 = int(process_logits(after, self.params).argmax())
+            # (3, V): the scores of the two drafted tokens and of the bonus token
             self.round_logits = self.target(torch.tensor([self.context + [d1, d2]]))[0, -3:]
         self.drafted = [d1, d2]
         self.round_p = process_logits(self.round_logits, self.params)  # (3, V)
@@ -337,6 +80,7 @@ class Setup:
         return self.logits.shape[-1]
 
     def drafter(self, m: Mutant) -> Drafter:
+        """A fresh draft-model drafter (its own cache), changed as ``m`` changes drafters."""
         return m.drafter(DraftModelDrafter(self.draft))
 
     @cached_property
@@ -381,8 +125,7 @@ def _drafter_case(
         reported.append(proposal.probs[0])
         return proposal.tokens, 0
 
-    with _answering():
-        outcomes = enumerate_outcomes(call)
+    outcomes = enumerate_outcomes(call)
     v = reported[0].shape[-1]
     drawn = sum(o.probability * o.token_distribution(0, v) for o in outcomes)
     return drawn, reported[0]
@@ -460,6 +203,8 @@ def _reused_uniform_round(p: torch.Tensor, drafted: list[int]) -> RoundLaw:
 
 
 def total_variation(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Half the L1 distance of two distributions (V,): the most probability they disagree
+    on for any set of tokens, the size of a mutant's bias."""
     return 0.5 * float((a.to(torch.float64) - b.to(torch.float64)).abs().sum())
 
 
@@ -526,7 +271,7 @@ def all_position_test(m: Mutant, setup: Setup, n: int, seed: int) -> bool:
 E2E_K = 2
 
 
-def end_to_end_test(m: Mutant, setup: Setup, n: int, seed: int, k: int = E2E_K) -> bool:
+def end_to_end_test(m: Mutant, setup: Setup, n: int, seed: int) -> bool:
     """``n`` whole ``speculative_generate`` runs of 3 tokens (request i seeded seed * n + i,
     the draft model drafting k = 2); chi-square of their first two tokens against the
     target's joint distribution."""
@@ -537,7 +282,7 @@ def end_to_end_test(m: Mutant, setup: Setup, n: int, seed: int, k: int = E2E_K) 
         drafter = setup.drafter(m)
         for i in range(n):
             g = torch.Generator().manual_seed(seed * n + i)
-            out = speculative_generate(setup.target, drafter, setup.context, params, k, g)
+            out = speculative_generate(setup.target, drafter, setup.context, params, E2E_K, g)
             pairs[i] = setup._pair_index(out[0], out[1])
     counts = torch.from_numpy(np.bincount(pairs, minlength=len(setup._pair_p)))
     return not distribution_test(counts, setup._pair_p).passed
@@ -603,8 +348,9 @@ def tie_test(m: Mutant, vocab_size: int = 16) -> list[bool]:
     return caught
 
 
-def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+def wilson(k: int, n: int) -> tuple[float, float]:
     """Wilson 95% interval of a rate k/n: right near 0 and 1, where catch rates live."""
+    z = 1.959964  # the normal quantile of a two-sided 95% interval
     if n < 1 or not 0 <= k <= n:
         raise ValueError(f"k must lie in [0, n] and n must be >= 1, got k={k}, n={n}")
     phat = k / n
@@ -614,22 +360,6 @@ def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
 
 
 # --- power ------------------------------------------------------------------------------
-
-
-def chi_square_power_any(
-    p_null: torch.Tensor, p_alt: torch.Tensor, n: int, alpha: float = ALPHA
-) -> float:
-    """:func:`~specdec_lib.analysis.hypothesis.chi_square_power`, also where the
-    alternative puts all its mass in one pooled cell c (a bug that always emits one
-    token): the statistic is then the constant n (1 - e_c) / e_c, with no spread to fit."""
-    bins = pooled_bins(p_null, n)
-    alt_probs = torch.as_tensor(p_alt, dtype=torch.float64)
-    alt = pooled_probabilities(alt_probs, bins)
-    if alt.max() < 1 - 1e-12 or float(alt_probs[torch.from_numpy(bins < 0)].sum()) > 0:
-        return chi_square_power(p_null, p_alt, n, alpha)
-    e = pooled_probabilities(p_null, bins)
-    e_c = float(e[int(alt.argmax())] / e.sum())
-    return float(n * (1 - e_c) / e_c > _critical_value(p_null, n, alpha))
 
 
 def rounds_for_power(

@@ -105,17 +105,17 @@ class MisrewindingDrafter(DraftModelDrafter):
         super().__init__(draft_model, name or f"draft model, rewind off by {error}")
         self.error = error
 
-    def _logits_after(self, context: list[int]) -> torch.Tensor:
+    def logits_after(self, context: list[int]) -> torch.Tensor:
         common = 0
-        limit = min(len(self._cached), len(context) - 1)
-        while common < limit and self._cached[common] == context[common]:
+        limit = min(len(self.cached), len(context) - 1)
+        while common < limit and self.cached[common] == context[common]:
             common += 1
-        rejected = len(self._cached) - common
+        rejected = len(self.cached) - common
         if rejected:  # rewind by a count, not to a position
-            held = self._cache.lengths[0]
-            self._cache.crop(max(held - rejected - self.error, 0))
-        logits = self.model(torch.tensor([context[common:]]), self._cache)[0, -1]
-        self._cached = list(context)
+            held = self.cache.lengths[0]
+            self.cache.crop(max(held - rejected - self.error, 0))
+        logits = self.model(torch.tensor([context[common:]]), self.cache)[0, -1]
+        self.cached = list(context)
         return logits
 
 

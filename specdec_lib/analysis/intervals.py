@@ -1,0 +1,208 @@
+"""Bootstrap 95% intervals, resampling what varies: prompts, and blocks of timing repeats.
+
+A figure measured over a few prompts is one draw of many: another sample of prompts
+would give another value, and the rounds of one prompt are not independent (a passage
+that is easy stays easy). So every interval here resamples whole prompts, and a paired
+comparison (two methods run on the same prompts) draws the same prompts for both sides,
+so a prompt that is easy for both moves both together. Timings resample blocks of
+repeats too (:func:`blocks_of`), since the machine drifts while a run lasts.
+
+* :class:`Estimate`: a value and its interval.
+* :func:`paired_speedup`, :func:`paired_rerun_interval`: two methods timed side by side
+  (:func:`~specdec_lib.analysis.timing.interleaved`); how many times faster one ran, and
+  where a rerun should land.
+* :func:`paired_tokens_per_pass_difference`, :func:`position_acceptance`: counts of
+  speculation (:class:`~specdec_lib.engine.generate.SpeculationStats`), per prompt.
+
+Whether a second run agrees is :mod:`specdec_lib.analysis.replication`'s question.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from specdec_lib.engine.generate import SpeculationStats
+
+#: Bootstrap resamples behind every interval.
+_RESAMPLES = 2000
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate ``value`` with a bootstrap interval [``low``, ``high``] at
+    ``level`` (95% by default)."""
+
+    value: float
+    low: float
+    high: float
+    level: float = 0.95
+
+    def resolves(self, other: float) -> bool:
+        """Whether the interval excludes ``other`` (e.g. 1.0: "does it pay?")."""
+        return not self.low <= other <= self.high
+
+    def holds(self, other: float) -> bool:
+        """Whether the interval contains ``other`` (e.g. a rerun's point estimate)."""
+        return self.low <= other <= self.high
+
+
+def _percentile_estimate(value: float, boot: list[float]) -> Estimate:
+    """``value`` with the central 95% of the bootstrap values ``boot`` around it."""
+    boot = sorted(boot)
+    tail, n = (1 - 0.95) / 2, len(boot)
+    return Estimate(value, boot[int(tail * (n - 1))], boot[int(round((1 - tail) * (n - 1)))])
+
+
+def _prompt_draws(n: int, seed: int) -> list[list[int]]:
+    """:data:`_RESAMPLES` draws of ``n`` prompt indices with replacement."""
+    rng = random.Random(seed)
+    return [[rng.randrange(n) for _ in range(n)] for _ in range(_RESAMPLES)]
+
+
+def blocks_of(repeats: int, blocks: int) -> list[list[int]]:
+    """Repeat indices 0..repeats-1 cut into ``blocks`` contiguous blocks of near-equal size.
+
+    Repeats that ran close together share a block; since every repeat of
+    :func:`~specdec_lib.analysis.timing.interleaved` runs the whole job list, blocks lie
+    far apart in time.
+    """
+    if not 1 <= blocks <= repeats:
+        raise ValueError(f"blocks must lie in [1, repeats={repeats}], got {blocks}")
+    return [list(range(b * repeats // blocks, (b + 1) * repeats // blocks)) for b in range(blocks)]
+
+
+def _repeats_of(base: Sequence[Sequence[float]], method: Sequence[Sequence[float]]) -> int:
+    """The number of repeats of two prompts x repeats tables of seconds, checked alike."""
+    n_p, n_r = len(base), len(base[0]) if base else 0
+    if n_r == 0 or len(method) != n_p or any(len(t) != n_r for t in [*base, *method]):
+        raise ValueError("base and method must be non-empty prompts x repeats tables of one shape")
+    return n_r
+
+
+def _speedup_over(
+    base: Sequence[Sequence[float]], method: Sequence[Sequence[float]]
+) -> Callable[[Sequence[int], Sequence[int]], float]:
+    """total over ``prompts`` of each prompt's median over ``reps``, base / method."""
+
+    def ratio(prompts: Sequence[int], reps: Sequence[int]) -> float:
+        b = sum(statistics.median(base[p][r] for r in reps) for p in prompts)
+        m = sum(statistics.median(method[p][r] for r in reps) for p in prompts)
+        return b / m
+
+    return ratio
+
+
+def paired_speedup(
+    base: Sequence[Sequence[float]],
+    method: Sequence[Sequence[float]],
+    seed: int = 0,
+    blocks: int | None = None,
+) -> Estimate:
+    """How many times faster ``method`` ran than ``base``, with a paired bootstrap interval.
+
+    ``base[p][r]`` and ``method[p][r]`` are the seconds of prompt p in repeat r, timed in
+    the same repeats. The value is the total over prompts of each prompt's median over
+    repeats, base / method. Any two methods compare this way:
+    ``paired_speedup(times_b, times_a)`` > 1 says A ran faster than B.
+
+    The interval resamples prompts and blocks of repeats (:func:`blocks_of`; ``blocks=None``
+    makes every repeat its own block), the same draws for both sides, which were measured
+    side by side. So it covers the spread between prompts (a different sample of prompts
+    would give a different speed-up), the timing noise, and the machine's drift between
+    blocks spread over the run.
+    """
+    n_p, n_r = len(base), _repeats_of(base, method)
+    groups = blocks_of(n_r, n_r if blocks is None else blocks)
+    ratio = _speedup_over(base, method)
+    rng = random.Random(seed)
+    boot = []
+    for _ in range(_RESAMPLES):
+        prompts = [rng.randrange(n_p) for _ in range(n_p)]
+        reps = [r for _ in groups for r in groups[rng.randrange(len(groups))]]
+        boot.append(ratio(prompts, reps))
+    return _percentile_estimate(ratio(range(n_p), range(n_r)), boot)
+
+
+def paired_rerun_interval(
+    base: Sequence[Sequence[float]], method: Sequence[Sequence[float]], blocks: int | None = None
+) -> Estimate:
+    """Where a rerun's :func:`paired_speedup` of the same prompts should fall, from this run.
+
+    Each block of repeats (:func:`blocks_of`; ``blocks=None``: every repeat its own block)
+    gives its own speed-up, total over prompts of each prompt's median in the block, base /
+    method. Blocks spread over the run sample the machine's state at different times; if a
+    rerun draws its blocks from the same states, this run's and the rerun's log speed-ups
+    each average ``n`` such draws, and their difference has standard deviation s·√(2/n),
+    s the blocks' standard deviation. The interval is this run's value times
+    exp(±t·s·√(2/n)), t the Student quantile with n − 1 degrees of freedom (few blocks
+    widen it, as they should). It holds a rerun's value at 95% only as far as the blocks'
+    spread represents the spread between runs; compare two runs to find out
+    (:mod:`specdec_lib.analysis.replication`).
+    """
+    from scipy.stats import t as student  # only the benchmarks need it
+
+    n_r = _repeats_of(base, method)
+    groups = blocks_of(n_r, n_r if blocks is None else blocks)
+    if len(groups) < 2:
+        raise ValueError(f"blocks must be >= 2 to measure a spread between blocks, got {blocks}")
+    ratio = _speedup_over(base, method)
+
+    def log_ratio(reps: Sequence[int]) -> float:
+        return math.log(ratio(range(len(base)), reps))
+
+    centre, n = log_ratio(range(n_r)), len(groups)
+    half = student.ppf(0.975, n - 1) * statistics.stdev(map(log_ratio, groups))
+    half *= math.sqrt(2 / n)
+    return Estimate(math.exp(centre), math.exp(centre - half), math.exp(centre + half))
+
+
+def paired_tokens_per_pass_difference(
+    a: Sequence[SpeculationStats], b: Sequence[SpeculationStats], seed: int = 0
+) -> Estimate:
+    """Pooled tokens per target pass of ``a`` minus that of ``b``, over the same prompts.
+
+    ``a[i]`` and ``b[i]`` are the two drafters' counts on prompt i; the interval is the
+    paired one, the same prompts drawn for both sides.
+    """
+    if not a or len(a) != len(b):
+        raise ValueError("a and b must be non-empty and hold one stats object per prompt each")
+
+    def diff(idx: Sequence[int]) -> float:
+        ta = sum(a[i].emitted for i in idx) / sum(a[i].target_passes for i in idx)
+        tb = sum(b[i].emitted for i in idx) / sum(b[i].target_passes for i in idx)
+        return ta - tb
+
+    boot = [diff(draw) for draw in _prompt_draws(len(a), seed)]
+    return _percentile_estimate(diff(range(len(a))), boot)
+
+
+def position_acceptance(per_prompt: Sequence[SpeculationStats], seed: int = 0) -> list[Estimate]:
+    """P(draft position i accepted | proposed), pooled over prompts, with a bootstrap interval.
+
+    A resample in which no prompt proposed at position i has no rate there, and is
+    left out of that position's interval.
+    """
+    if not per_prompt:
+        raise ValueError("per_prompt must hold at least one stats object")
+    depth = max(len(s.position_proposed) for s in per_prompt)
+    draws = _prompt_draws(len(per_prompt), seed)
+    out = []
+    for i in range(depth):
+        pairs = [  # (accepted, proposed) at position i, per prompt
+            (s.position_accepted[i], s.position_proposed[i])
+            if i < len(s.position_proposed)
+            else (0, 0)
+            for s in per_prompt
+        ]
+
+        def rate(idx: Sequence[int], pairs: list[tuple[int, int]] = pairs) -> float:
+            proposed = sum(pairs[j][1] for j in idx)
+            return sum(pairs[j][0] for j in idx) / proposed if proposed else math.nan
+
+        boot = [r for r in (rate(d) for d in draws) if not math.isnan(r)]
+        out.append(_percentile_estimate(rate(range(len(per_prompt))), boot))
+    return out

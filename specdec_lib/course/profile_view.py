@@ -1,0 +1,37 @@
+"""Chapter 11's profile figure: where each generation's time goes, per target pass.
+
+It draws what :func:`~specdec_lib.experiments.hf_profile.profile_jobs` measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from specdec_lib.course.plotting import CYCLE, legend_outside, new_figure
+from specdec_lib.experiments.generation_profile import FORWARD_PARTS, HOST_PARTS
+from specdec_lib.experiments.hf_profile import Profile, check_profiles
+
+#: How the figure groups the parts: every host part in one bar segment.
+_FIGURE_GROUPS: dict[str, tuple[str, ...]] = {
+    **{part: (part,) for part in FORWARD_PARTS},
+    "outside the passes": HOST_PARTS,
+}
+
+
+def plot_profiles(profiles: Mapping[str, Profile]) -> Any:
+    """Horizontal bars, one per job, of profiled milliseconds per target pass, stacked by
+    part (:data:`_FIGURE_GROUPS`); per pass, so plain and speculative jobs share one axis."""
+    names = check_profiles(profiles)
+    fig, ax = new_figure("profiled time per target pass (ms)", "job", figsize=(7.0, 3.6))
+    left = [0.0] * len(names)
+    for (group, parts), color in zip(_FIGURE_GROUPS.items(), CYCLE, strict=False):
+        widths = [
+            1e3 * sum(profiles[n].seconds[p] for p in parts) / profiles[n].passes for n in names
+        ]
+        ax.barh(names, widths, left=left, color=color, label=group, height=0.6)
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.invert_yaxis()
+    ax.grid(axis="y", visible=False)
+    legend_outside(ax)
+    return fig
