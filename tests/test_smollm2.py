@@ -13,6 +13,7 @@ from specdec_lib import SamplingParams, generate, speculative_generate
 from specdec_lib.engine import smollm2
 from specdec_lib.engine.drafters import NgramDrafter
 from specdec_lib.engine.model import ModelConfig, TinyGPT
+from specdec_lib.experiments.hf_compare import hf_config
 
 PROMPTS = [
     "The capital of France is",
@@ -45,21 +46,8 @@ def test_the_shape_is_read_from_the_gguf_metadata(model):
 def test_logits_equal_transformers_llama_on_the_same_weights_at_every_position(model, tok):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    c = model.config
-    reference = LlamaForCausalLM(
-        LlamaConfig(
-            vocab_size=c.vocab_size,
-            hidden_size=c.n_embd,
-            intermediate_size=c.n_hidden,
-            num_hidden_layers=c.n_layer,
-            num_attention_heads=c.n_head,
-            num_key_value_heads=c.kv_heads,
-            rms_norm_eps=c.rms_norm_eps,
-            rope_theta=c.rope_theta,
-            max_position_embeddings=c.block_size,
-            tie_word_embeddings=True,
-        )
-    ).eval()
+    # the course's own export config: SmolLM2's shape, grouped-query heads included
+    reference = LlamaForCausalLM(LlamaConfig(**hf_config(model))).eval()
     missing, unexpected = reference.load_state_dict(model.state_dict(), strict=False)
     assert not missing and not unexpected
     with torch.inference_mode():
