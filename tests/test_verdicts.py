@@ -200,6 +200,16 @@ def test_a_best_k_is_resolved_only_when_both_runs_name_it_and_neither_ties_anoth
     assert agreed_best_k(alone, other)["point_k"] is None
 
 
+def test_the_largest_k_tried_is_never_called_the_best():
+    grid = {str(k): {} for k in (1, 2, 4, 8, 16)}
+    edge = {"best_k": 16, "ks_not_resolved_from_best": [16], "vs_best": grid}
+    inside = {"best_k": 8, "ks_not_resolved_from_best": [8], "vs_best": grid}
+    verdict = agreed_best_k(edge, edge)
+    assert verdict["resolved_k"] is None and verdict["point_k"] == 16
+    assert "largest k tried" in verdict["verdict"] and "beyond the grid" in verdict["verdict"]
+    assert agreed_best_k(inside, inside)["resolved_k"] == 8
+
+
 def test_speedup_verdict_reads_an_interval_against_one_and_refuses_a_reversed_one():
     assert [speedup_verdict(*i) for i in ((1.1, 1.2), (0.8, 0.9), (0.9, 1.1))] == [
         "faster",

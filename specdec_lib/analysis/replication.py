@@ -180,20 +180,30 @@ def agreed_ratio(first: dict, second: dict, faster: str, slower: str) -> dict:
 def agreed_best_k(first: dict, second: dict) -> dict:
     """The best fixed k of one scenario and drafter, read off two runs' summaries.
 
-    Each summary entry holds ``best_k`` (highest point estimate) and
+    Each summary entry holds ``best_k`` (highest point estimate),
     ``ks_not_resolved_from_best`` (the ks the run cannot tell apart from it, the best
-    included). ``resolved_k`` is set only when both runs name the same k and neither run
-    ties another k to it; ``point_k`` when both runs' point estimates name the same k.
+    included) and, when the run stored them, the paired ratios ``vs_best`` of every k
+    tried. ``resolved_k`` is set only when both runs name the same k, neither run ties
+    another k to it, and it is not the largest k tried: a curve still rising at the edge
+    of the grid has its best beyond it. ``point_k`` when both runs' point estimates name
+    the same k.
     """
     k1, k2 = first["best_k"], second["best_k"]
     ties = sorted(
         (set(first["ks_not_resolved_from_best"]) | set(second["ks_not_resolved_from_best"])) - {k1}
     )
+    grid = {int(k) for k in first.get("vs_best", {})} | {k1}
     if k1 != k2:
         text = (
             f"not resolved: the first run's best point estimate is k = {k1}, the second's k = {k2}"
         )
         return {"resolved_k": None, "point_k": None, "verdict": text}
+    if not ties and k1 == max(grid) > min(grid):
+        text = (
+            f"k = {k1}, the largest k tried, beats every smaller k in both runs, so the best k "
+            "may lie beyond the grid"
+        )
+        return {"resolved_k": None, "point_k": k1, "verdict": text}
     if not ties:
         return {"resolved_k": k1, "point_k": k1, "verdict": f"k = {k1}, resolved by both runs"}
     text = (
