@@ -1,17 +1,20 @@
-"""Batched speculation against batched plain decoding, batch size 1 to 64: where it stops paying.
+"""Batched speculation against batched plain decoding, batch size 1 to 256: where it stops paying.
 
-    python benchmarks/batch_sweep.py [--batch-sizes 1,2,4,8,16,32,64] [--tokens 64] [--k 4]
-        [--repeats 8] [--blocks 8] [--threads 1] [--seed 2026] [--strict] [--out PATH]
+    python benchmarks/batch_sweep.py [--batch-sizes 1,2,4,8,16,32,64,128,256] [--tokens 64]
+        [--k 4] [--single 12] [--repeats 8] [--blocks 8] [--threads 1] [--seed 2026]
+        [--strict] [--out PATH]
     python benchmarks/batch_sweep.py --small --out /tmp/sweep.json   # a one-minute check
 
-For each scenario ("copy" and "novel" greedy, "novel T=1" sampled at temperature 1,
-where nothing repeats) and batch size B, B different prompts are decoded together,
+For each scenario ("copy", "edit", "answer" and "novel" greedy, "novel T=1" sampled at
+temperature 1) and batch size B, B different prompts are decoded together,
 with the n-gram drafter (``NgramDrafter``): plainly (``generate_batch``: one target
 pass per token for the whole batch) and speculatively (``speculative_generate_batch``:
 one target pass per round for the whole batch, k+1 positions per request, per-request
 acceptance and rollback). Throughput is B x ``--tokens`` new tokens over the wall time of
-the whole batch (prefill included in both). Outputs must be identical (greedy) or the
-script stops.
+the whole batch (prefill included in both). Batch one decodes ``--single`` requests one
+after another (the first 12 prompts of the seed: the requests chapter 9 times), so its
+point rests on as many requests as chapter 9's, not on one. Outputs must be identical
+(greedy) or the script stops.
 
 Timing (:func:`~specdec_lib.analysis.timing.interleaved`): the output check is the
 warm-up, then ``--repeats`` rounds timing every configuration once in a freshly shuffled
@@ -53,9 +56,14 @@ from specdec_lib.analysis.timing import all_times, interleaved, print_progress
 from specdec_lib.engine.batched import generate_batch, speculative_generate_batch
 
 OUT = Path(__file__).parent / "results" / "batch_sweep.json"
-# Greedy "novel" output falls into a loop on this model; sampled at T = 1 nothing repeats.
-SCENARIOS = {"copy": ("copy", 0.0), "novel": ("novel", 0.0), "novel T=1": ("novel", 1.0)}
-SMALL = {"batch_sizes": [1, 4], "tokens": 16, "repeats": 4, "blocks": 4}
+SCENARIOS = {
+    "copy": ("copy", 0.0),
+    "edit": ("edit", 0.0),
+    "answer": ("answer", 0.0),
+    "novel": ("novel", 0.0),
+    "novel T=1": ("novel", 1.0),
+}
+SMALL = {"batch_sizes": [1, 4], "tokens": 16, "repeats": 4, "blocks": 4, "single": 2}
 
 
 def _ints(text: str) -> list[int]:
@@ -64,7 +72,8 @@ def _ints(text: str) -> list[int]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batch-sizes", type=_ints, default=[1, 2, 4, 8, 16, 32, 64])
+    parser.add_argument("--batch-sizes", type=_ints, default=[1, 2, 4, 8, 16, 32, 64, 128, 256])
+    parser.add_argument("--single", type=int, default=12, help="requests decoded at B = 1")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=8)
@@ -86,14 +95,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def sweep_row(w: str, b: int, tokens: int, plain: list[float], spec: list[float], blocks, stats):
-    """One (scenario, B) row: throughputs, the paired speed-up and the speculation counts."""
-    n = b * tokens
+def sweep_row(
+    w: str, b: int, requests: int, tokens: int, plain: list[float], spec: list[float], blocks, stats
+):
+    """One (scenario, B) row: throughputs, the paired speed-up and the speculation counts.
+    ``requests``: how many requests the timed unit decodes (B, or ``--single`` at B = 1)."""
+    n = requests * tokens
     speed = paired_speedup([plain], [spec], blocks=blocks)
     rerun = paired_rerun_interval([plain], [spec], blocks)
     return {
         "workload": w,
         "batch": b,
+        "requests": requests,
         "plain_tokens_per_second": n / statistics.median(plain),
         "plain_tps_range": [n / max(plain), n / min(plain)],
         "spec_tokens_per_second": n / statistics.median(spec),
@@ -117,10 +130,10 @@ def main(argv: list[str] | None = None) -> None:
     stamp = run_stamp()
     tok = Tokenizer()
     target = load_model("target")
-    biggest = max(args.batch_sizes)
+    biggest = max(*args.batch_sizes, args.single)
     encoded = {
         w: [tok.encode(p) for p in workload_prompts(w, biggest, args.seed)]
-        for w in ("copy", "novel")
+        for w in {w for w, _ in SCENARIOS.values()}
     }
     prompts = {name: encoded[w] for name, (w, _) in SCENARIOS.items()}
     settings = {
@@ -131,19 +144,25 @@ def main(argv: list[str] | None = None) -> None:
     def seeded(w: str) -> torch.Generator | None:
         return None if settings[w].greedy else torch.Generator().manual_seed(args.seed)
 
+    def batches(w: str, b: int) -> list[list[list[int]]]:
+        """The timed unit's batches: one of B prompts, or ``--single`` batches of one."""
+        return [[p] for p in prompts[w][: args.single]] if b == 1 else [prompts[w][:b]]
+
     def plain(w: str, b: int) -> list[list[int]]:
-        return generate_batch(target, prompts[w][:b], settings[w], seeded(w))
+        gen = seeded(w)
+        return [
+            o for batch in batches(w, b) for o in generate_batch(target, batch, settings[w], gen)
+        ]
 
     def spec(w: str, b: int, stats: SpeculationStats | None = None) -> list[list[int]]:
-        return speculative_generate_batch(
-            target,
-            NgramDrafter,
-            prompts[w][:b],
-            settings[w],
-            k=args.k,
-            generator=seeded(w),
-            stats=stats,
-        )
+        gen = seeded(w)
+        return [
+            o
+            for batch in batches(w, b)
+            for o in speculative_generate_batch(
+                target, NgramDrafter, batch, settings[w], k=args.k, generator=gen, stats=stats
+            )
+        ]
 
     start = time.perf_counter()
     counts = {}
@@ -173,7 +192,8 @@ def main(argv: list[str] | None = None) -> None:
     for w in prompts:
         for b in args.batch_sizes:
             tp, ts = timed[w, b, "plain"].wall, timed[w, b, "spec"].wall
-            rows.append(sweep_row(w, b, args.tokens, tp, ts, args.blocks, counts[w, b]))
+            n = args.single if b == 1 else b
+            rows.append(sweep_row(w, b, n, args.tokens, tp, ts, args.blocks, counts[w, b]))
 
     result = {
         "stamp": stamp,
@@ -184,6 +204,7 @@ def main(argv: list[str] | None = None) -> None:
         ),
         "threads": args.threads,
         "k": args.k,
+        "single": args.single,
         "drafter": NgramDrafter().name,
         "tokens_per_request": args.tokens,
         "repeats": args.repeats,

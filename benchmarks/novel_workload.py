@@ -43,7 +43,6 @@ from specdec_lib import (
     Tokenizer,
     generate,
     load_model,
-    speculative_generate,
     workload_examples,
 )
 from specdec_lib.analysis.intervals import paired_tokens_per_pass_difference, position_acceptance
@@ -57,7 +56,7 @@ from specdec_lib.analysis.novelty import (
 )
 from specdec_lib.analysis.provenance import run_stamp
 from specdec_lib.analysis.results import save_result
-from specdec_lib.analysis.runs import copy_accuracy
+from specdec_lib.analysis.runs import copy_accuracy, per_prompt_speculation
 from specdec_lib.text.language import word_class
 
 OUT = Path(__file__).parent / "results" / "novel_workload.json"
@@ -68,17 +67,9 @@ COPY_PROMPTS = 160
 
 def per_prompt(target, make_drafter, prompts, params, k, seed, reference=None):
     """One stats object per prompt; with ``reference`` (greedy outputs) each output is checked."""
-    out = []
-    for i, ids in enumerate(prompts):
-        stats = SpeculationStats()
-        gen = torch.Generator().manual_seed(seed + i)
-        got = speculative_generate(
-            target, make_drafter(), ids, params, k=k, generator=gen, stats=stats
-        )
-        if reference is not None and got != reference[i]:
-            raise AssertionError(f"speculative output differs from greedy on prompt {i} at k={k}")
-        out.append(stats)
-    return out
+    return per_prompt_speculation(
+        target, make_drafter, prompts, params, k, seed, reference is not None, reference
+    )
 
 
 def tpp(stats: list[SpeculationStats]) -> float:

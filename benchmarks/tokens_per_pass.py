@@ -1,12 +1,14 @@
-"""Tokens per target pass for k = 1..8, both drafters, both workloads (greedy).
+"""Tokens per target pass for k = 1..8, 10, 12 and 16, both drafters, every workload (greedy).
 
-    python benchmarks/tokens_per_pass.py [--prompts 8] [--tokens 64] [--seed 2026]
+    python benchmarks/tokens_per_pass.py [--prompts 16] [--tokens 64] [--seed 2026]
 
 64 new tokens stay within the quoted passage of a "copy" prompt (its passages are 70 to 90
 tokens long), so what follows the quote does not dilute the copy figure.
 
 Every speculative output is checked against plain greedy decoding before it is
-counted. Counts are pooled over all prompts; only emitted tokens are counted.
+counted. Counts are pooled over all prompts (only emitted tokens are counted), with 95%
+intervals that resample prompts; each row also keeps every prompt's own counts, so a
+chapter can resample them again (chapter 5's cost model does).
 Writes benchmarks/results/tokens_per_pass.json and prints a table.
 """
 
@@ -21,19 +23,27 @@ from specdec_lib import (
     NgramDrafter,
     SamplingParams,
     Tokenizer,
+    generate,
     load_model,
     workload_prompts,
 )
+from specdec_lib.analysis.intervals import acceptance_estimate, tokens_per_pass_estimate
 from specdec_lib.analysis.provenance import run_stamp
 from specdec_lib.analysis.results import save_result
-from specdec_lib.analysis.runs import pooled_speculation
+from specdec_lib.analysis.runs import per_prompt_speculation, pooled
+from specdec_lib.text.language import WORKLOADS
 
 OUT = Path(__file__).parent / "results" / "tokens_per_pass.json"
+KS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16)
+
+
+def interval(e) -> dict:
+    return {"value": round(e.value, 4), "low": round(e.low, 4), "high": round(e.high, 4)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--out", type=Path, default=OUT)
@@ -48,11 +58,15 @@ def main() -> None:
         f"{'workload':8} {'drafter':6} {'k':>2} {'prompts':>7} {'tokens':>6} {'passes':>6} "
         f"{'tok/pass':>8} {'limit':>5} {'accept':>6} {'draft passes':>12}"
     )
-    for workload in ("copy", "novel"):
+    for workload in WORKLOADS:
         prompts = [tok.encode(p) for p in workload_prompts(workload, args.prompts, args.seed)]
+        greedy = [generate(target, ids, params) for ids in prompts]
         for name, make in drafters.items():
-            for k in range(1, 9):
-                s = pooled_speculation(target, make, prompts, params, k, check_greedy=True)
+            for k in KS:
+                each = per_prompt_speculation(
+                    target, make, prompts, params, k, check_greedy=True, greedy=greedy
+                )
+                s = pooled(each)
                 row = dict(
                     workload=workload,
                     drafter=name,
@@ -60,10 +74,28 @@ def main() -> None:
                     prompts=len(prompts),
                     emitted=s.emitted,
                     target_passes=s.target_passes,
+                    proposed=s.proposed,
+                    accepted=s.accepted,
                     tokens_per_pass=s.tokens_per_pass,
+                    tokens_per_pass_interval=interval(tokens_per_pass_estimate(each)),
                     acceptance=s.acceptance_rate,
+                    acceptance_interval=interval(acceptance_estimate(each)),
                     draft_passes=s.draft_passes,
+                    position_proposed=s.position_proposed,
+                    position_accepted=s.position_accepted,
                     acceptance_per_position=s.acceptance_per_position,
+                    per_prompt=[
+                        dict(
+                            emitted=e.emitted,
+                            target_passes=e.target_passes,
+                            proposed=e.proposed,
+                            accepted=e.accepted,
+                            draft_passes=e.draft_passes,
+                            position_proposed=e.position_proposed,
+                            position_accepted=e.position_accepted,
+                        )
+                        for e in each
+                    ],
                 )
                 rows.append(row)
                 print(

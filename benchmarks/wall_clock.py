@@ -7,10 +7,10 @@ paired 95% intervals, and the cost model's prediction beside every measurement.
     python benchmarks/wall_clock.py --counts-only   # untimed: round logs only
     python benchmarks/wall_clock.py --small --out /tmp/wall.json   # a one-minute check
 
-Batch one, CPU; scenarios "copy" and "novel" greedy, "novel T=1" sampled (seeded per
-prompt). Every :class:`Method` (plain; each drafter at fixed k, +2/-1 from k = 4, and
-``CostAwareK`` from k = 16) decodes the same prompts, one request per timed unit; greedy
-outputs must equal plain decoding's or the script stops.
+Batch one, CPU; scenarios "copy", "edit", "answer" and "novel" greedy, "novel T=1"
+sampled (seeded per prompt). Every :class:`Method` (plain; each drafter at fixed k, +2/-1
+from k = 4, and ``CostAwareK`` from k = 16) decodes the same prompts, one request per timed
+unit; greedy outputs must equal plain decoding's or the script stops.
 
 Timing (:func:`~specdec_lib.analysis.timing.interleaved`): a warm-up, then ``--repeats``
 rounds each running every (prompt, method) once in a freshly shuffled order, so rounds are
@@ -53,7 +53,13 @@ from specdec_lib.engine.sampling import SamplingParams
 OUT = Path(__file__).parent / "results" / "wall_clock.json"
 COUNTS_OUT = Path(__file__).parent / "results" / "wall_clock_counts.json"
 MAX_K, HF_START = 16, 4
-SCENARIOS = {"copy": ("copy", 0.0), "novel": ("novel", 0.0), "novel T=1": ("novel", 1.0)}
+SCENARIOS = {
+    "copy": ("copy", 0.0),
+    "edit": ("edit", 0.0),
+    "answer": ("answer", 0.0),
+    "novel": ("novel", 0.0),
+    "novel T=1": ("novel", 1.0),
+}
 ADAPTIVE = {p: {"start": k, "min_k": 1, "max_k": MAX_K} for p, k in (("+2/-1", HF_START),)}
 ADAPTIVE["cost-aware"] = {"start": MAX_K, "min_k": 1, "max_k": MAX_K}
 SMALL = {"prompts": 3, "tokens": 16, "repeats": 4, "blocks": 4, "ngram_ks": [1, 4], "draft_ks": [2]}
@@ -189,11 +195,13 @@ def summarise(result: dict) -> dict:
     (:func:`~specdec_lib.analysis.replication.best_fixed_k`), and the course's goals."""
     out = best_fixed_k(result["rows"], result["times"], result["blocks"])
     k7 = [r for r in result["rows"] if r["method"] == "ngram k=7" and r["workload"] == "copy"]
-    novel = [max(out[f"{w} {d}"]["speedup"] for d in ("ngram", "draft")) for w in SCENARIOS]
+    novel = [
+        max(out[f"{w} {d}"]["speedup"] for d in ("ngram", "draft")) for w in ("novel", "novel T=1")
+    ]
     shares = [v["cost-aware"]["share_of_best"] for v in out.values() if "cost-aware" in v]
     out["goals"] = {
         "copy n-gram k=7 >= 6x plain greedy": bool(k7) and k7[0]["speedup"] >= 6.0,
-        "novel (greedy and T=1): the better drafter's best fixed k >= 1.0x": min(novel[1:]) >= 1.0,
+        "novel (greedy and T=1): the better drafter's best fixed k >= 1.0x": min(novel) >= 1.0,
         "cost-aware adaptive k within 10% of best fixed k, every workload and drafter": (
             min(shares, default=0.0) >= 0.9
         ),
@@ -247,7 +255,7 @@ def main(argv=None) -> None:
     models = load_model("target"), load_model("draft")
     prompts_of = {
         w: [tok.encode(p) for p in workload_prompts(w, args.prompts, args.seed)]
-        for w in ("copy", "novel")
+        for w in {w for w, _ in SCENARIOS.values()}
     }
     if args.counts_only:
         return write_counts(args, models, prompts_of)

@@ -148,3 +148,20 @@ def test_word_classes_of_the_grammar():
     assert word_class(LEXICON["verb"][0] + "ed") == "verb"
     assert word_class(LEXICON["name"][0]) == "name"
     assert word_class(LEXICON["adj"][0].capitalize()) == "adj"
+
+
+def test_continued_tokens_mark_what_continues_a_span_of_the_context():
+    from specdec_lib.analysis.novelty import continued_tokens, span_lengths
+
+    prompt = [1, 2, 3, 4, 5, 6]
+    # 2 and 3 after 6 are new 3-grams (5 6 2, 6 2 3); 4 and 5 continue the prompt's
+    # span (2 3 4, 3 4 5); 9 breaks it, 5 and 6 after 9 are new (4 5 9, 5 9 5, 9 5 6);
+    # then 2 3 repeat 3-grams the output itself wrote (5 6 2, 6 2 3).
+    output = [2, 3, 4, 5, 9, 5, 6, 2, 3]
+    flags = continued_tokens(prompt, output)
+    assert flags == [False, False, True, True, False, False, False, True, True]
+    assert span_lengths(flags) == [2, 2]
+    assert span_lengths([True, True]) == [2] and span_lengths([False]) == []
+    assert continued_tokens([], [7, 7, 7, 7]) == [False, False, False, True]
+    with pytest.raises(ValueError, match="n must be an integer >= 2"):
+        continued_tokens(prompt, output, n=1)

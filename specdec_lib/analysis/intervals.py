@@ -11,7 +11,9 @@ repeats too (:func:`blocks_of`), since the machine drifts while a run lasts.
 * :func:`paired_speedup`, :func:`paired_rerun_interval`: two methods timed side by side
   (:func:`~specdec_lib.analysis.timing.interleaved`); how many times faster one ran, and
   where a rerun should land.
-* :func:`paired_tokens_per_pass_difference`, :func:`position_acceptance`: counts of
+* :func:`ratio_estimate`: a ratio of sums over prompts (a share of tokens, a rate).
+* :func:`tokens_per_pass_estimate`, :func:`acceptance_estimate`,
+  :func:`paired_tokens_per_pass_difference`, :func:`position_acceptance`: counts of
   speculation (:class:`~specdec_lib.engine.generate.SpeculationStats`), per prompt.
 
 Whether a second run agrees is :mod:`specdec_lib.analysis.replication`'s question.
@@ -158,6 +160,36 @@ def paired_rerun_interval(
     half = student.ppf(0.975, n - 1) * statistics.stdev(map(log_ratio, groups))
     half *= math.sqrt(2 / n)
     return Estimate(math.exp(centre), math.exp(centre - half), math.exp(centre + half))
+
+
+def ratio_estimate(
+    numerators: Sequence[float], denominators: Sequence[float], seed: int = 0
+) -> Estimate:
+    """sum(numerators) / sum(denominators), one pair per prompt, with the interval that
+    resamples prompts (resamples whose denominators sum to zero are left out)."""
+    if not numerators or len(numerators) != len(denominators):
+        raise ValueError("numerators and denominators must be non-empty and of equal length")
+
+    def ratio(idx: Sequence[int]) -> float:
+        below = sum(denominators[i] for i in idx)
+        return sum(numerators[i] for i in idx) / below if below else math.nan
+
+    boot = [r for r in (ratio(d) for d in _prompt_draws(len(numerators), seed)) if r == r]
+    return _percentile_estimate(ratio(range(len(numerators))), boot)
+
+
+def tokens_per_pass_estimate(per_prompt: Sequence[SpeculationStats], seed: int = 0) -> Estimate:
+    """Emitted tokens per target pass pooled over prompts (a ratio of sums, so a long
+    prompt weighs by its passes), with the prompt-bootstrap interval."""
+    return ratio_estimate(
+        [s.emitted for s in per_prompt], [s.target_passes for s in per_prompt], seed
+    )
+
+
+def acceptance_estimate(per_prompt: Sequence[SpeculationStats], seed: int = 0) -> Estimate:
+    """Accepted over proposed draft tokens pooled over prompts, with the prompt-bootstrap
+    interval (resamples in which nothing was proposed are left out)."""
+    return ratio_estimate([s.accepted for s in per_prompt], [s.proposed for s in per_prompt], seed)
 
 
 def paired_tokens_per_pass_difference(

@@ -11,6 +11,11 @@ On such text a draft model's acceptance is its token-by-token prediction of the 
 continuation (:func:`draft_agreement`); :func:`replay_position_counts` replays greedy
 speculation's rounds over that agreement, to show the acceptance per draft position is
 nothing more.
+
+Between copy and novel, :func:`continued_tokens` marks the emitted tokens that continue
+a span of the context (what a drafter that copies could have guessed) and
+:func:`span_lengths` measures how long those stretches run: a copy is one long span, an
+edit many medium ones, an answer quotes whole sentences between new ones.
 """
 
 from __future__ import annotations
@@ -54,6 +59,34 @@ def unique_opening_share(continuations: Sequence[Sequence[int]], n: int = 16) ->
         raise ValueError("continuations must not be empty")
     openings = Counter(tuple(c[:n]) for c in continuations)
     return sum(openings[tuple(c[:n])] == 1 for c in continuations) / len(continuations)
+
+
+def continued_tokens(prompt: Sequence[int], output: Sequence[int], n: int = 3) -> list[bool]:
+    """For each token of ``output``: whether the ``n`` tokens ending at it (reaching back
+    into ``prompt``) occurred earlier in ``prompt + output``, so that it continues a span
+    the context already holds. ``n = 3``: two tokens of context and the token itself."""
+    check_int("n", n, minimum=2)
+    seq = list(prompt) + list(output)
+    seen: set[tuple[int, ...]] = set()
+    flags = []
+    for end in range(n, len(seq) + 1):
+        gram = tuple(seq[end - n : end])
+        if end > len(prompt):
+            flags.append(gram in seen)
+        seen.add(gram)
+    return [False] * (len(output) - len(flags)) + flags
+
+
+def span_lengths(flags: Sequence[bool]) -> list[int]:
+    """Lengths of the runs of ``True`` in ``flags`` (:func:`continued_tokens`' spans)."""
+    runs, current = [], 0
+    for f in flags:
+        if f:
+            current += 1
+        elif current:
+            runs.append(current)
+            current = 0
+    return runs + [current] if current else runs
 
 
 @torch.inference_mode()

@@ -37,6 +37,42 @@ def copy_accuracy(model: TinyGPT, examples: Sequence[Example], n_tokens: int = 1
     return hits / total
 
 
+def per_prompt_speculation(
+    target: TinyGPT,
+    make_drafter: Callable[[], Drafter],
+    prompts: Sequence[Sequence[int]],
+    params: SamplingParams,
+    k: int,
+    seed: int | None = None,
+    check_greedy: bool = False,
+    greedy: Sequence[Sequence[int]] | None = None,
+) -> list[SpeculationStats]:
+    """Speculate on every prompt with a fresh drafter; one stats object per prompt, so an
+    interval can resample prompts (:mod:`specdec_lib.analysis.intervals`).
+
+    With ``check_greedy`` each output is compared with plain greedy decoding and a
+    mismatch raises, so a benchmark can never report a speedup for wrong output; pass the
+    greedy outputs as ``greedy`` when many runs share the same prompts.
+    """
+    if greedy is not None and len(greedy) != len(prompts):
+        raise ValueError(
+            f"greedy must hold one output per prompt ({len(prompts)}), got {len(greedy)}"
+        )
+    out = []
+    for i, ids in enumerate(prompts):
+        gen = torch.Generator().manual_seed(seed + i) if seed is not None else None
+        stats = SpeculationStats()
+        got = speculative_generate(
+            target, make_drafter(), ids, params, k=k, generator=gen, stats=stats
+        )
+        if check_greedy and got != (
+            greedy[i] if greedy is not None else generate(target, ids, params)
+        ):
+            raise AssertionError(f"speculative output differs from greedy on prompt {i} at k={k}")
+        out.append(stats)
+    return out
+
+
 def pooled_speculation(
     target: TinyGPT,
     make_drafter: Callable[[], Drafter],
@@ -46,20 +82,27 @@ def pooled_speculation(
     seed: int | None = None,
     check_greedy: bool = False,
 ) -> SpeculationStats:
-    """Speculate on every prompt with a fresh drafter; pool the counts in one stats object.
+    """:func:`per_prompt_speculation`'s counts pooled in one stats object."""
+    return pooled(
+        per_prompt_speculation(target, make_drafter, prompts, params, k, seed, check_greedy)
+    )
 
-    With ``check_greedy`` each output is compared with plain greedy decoding and a
-    mismatch raises, so a benchmark can never report a speedup for wrong output.
-    """
-    stats = SpeculationStats()
-    for i, ids in enumerate(prompts):
-        gen = torch.Generator().manual_seed(seed + i) if seed is not None else None
-        out = speculative_generate(
-            target, make_drafter(), ids, params, k=k, generator=gen, stats=stats
-        )
-        if check_greedy and out != generate(target, ids, params):
-            raise AssertionError(f"speculative output differs from greedy on prompt {i} at k={k}")
-    return stats
+
+def pooled(per_prompt: Sequence[SpeculationStats]) -> SpeculationStats:
+    """One stats object holding the sum of every count in ``per_prompt``, logs in order."""
+    out = SpeculationStats()
+    for s in per_prompt:
+        for name in ("rounds", "target_passes", "draft_passes", "proposed", "accepted", "emitted"):
+            setattr(out, name, getattr(out, name) + getattr(s, name))
+        for mine, theirs in (
+            (out.position_proposed, s.position_proposed),
+            (out.position_accepted, s.position_accepted),
+        ):
+            mine += [0] * (len(theirs) - len(mine))
+            for i, c in enumerate(theirs):
+                mine[i] += c
+        out.log += s.log
+    return out
 
 
 def batch_round_profile(alone: Sequence[SpeculationStats]) -> dict[str, list[int] | int]:

@@ -21,12 +21,15 @@ words partly predictable but never copyable, which is what "novel" text needs:
   chapter asks for, so a model never learns that a note ends where a workload's
   continuation begins.
 
-Two kinds of document make the two workloads:
+Two kinds of document make the four workloads:
 
-* **copy**: ``Text: <passage>`` then the same passage again after a marker
-  (``Quote:``, ``Repeat:``) or lightly edited (``Edit:``). Predicting the second copy
-  needs the model to find the passage in its context and copy it, which is the
-  behaviour the n-gram drafter bets on.
+* **copy documents**: ``Text: <passage>`` then, after a marker, the passage again
+  (``Quote:``, ``Repeat:``: the *copy* workload), its edit (``Edit:``, every verb put in
+  the past tense and every adjective before a noun dropped: the *edit* workload), or an
+  answer that quotes it (``Answer:``, each sentence of the passage followed by a new one:
+  the *answer* workload). Predicting them needs the model to find the passage in its
+  context and copy from it, which is the behaviour the n-gram drafter bets on; an edit
+  and an answer copy only part of the time, so the drafter is right only part of the time.
 * **novel**: ``Note: <prose>``, running prose that never repeats a content word.
 
 Training text and workload prompts come from random generators seeded by
@@ -38,11 +41,12 @@ passage has learned to copy, not memorised.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 
 from specdec_lib.checks import check_int
 
-LANGUAGE_VERSION = "chains-v4"
+LANGUAGE_VERSION = "chains-v5"
 DOC = "<|doc|>"  # starts every document, as <|endoftext|> separates GPT-2's
 _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
@@ -236,28 +240,47 @@ def passage(w: Writer, min_chars: int, max_chars: int) -> str:
     return text
 
 
-def light_edit(w: Writer, text: str) -> str:
-    """Replace one content word with another of its kind from the topic, in the same form.
+_VERB_STEMS = {form: stem for stem in LEXICON["verb"] for form in word_forms("verb", stem)}
+_ADJECTIVES = frozenset(LEXICON["adj"])
 
-    A reviser's edit: one word changes, the rest of the passage stays, and the new word
-    is one the document has not used (so the no-repeat rule still holds).
-    """
+
+def edit(text: str) -> str:
+    """The edit of an ``Edit:`` document: every verb put in the past tense, and every
+    adjective before a noun dropped. A rule, not a whim, so a model can learn to make it:
+    the edited passage repeats the original with words changed and dropped."""
+    out = []
     words = text.split(" ")
-    forms = {}  # written form -> (kind, suffix)
-    for kind in KINDS:
-        for stem in w.topic.words[kind]:
-            for form in word_forms(kind, stem):
-                forms[form] = (kind, form[len(stem) :])
-    candidates = [i for i, word in enumerate(words) if word.rstrip(".!?") in forms]
-    i = w.rng.choice(candidates)
-    bare = words[i].rstrip(".!?")
-    kind, suffix = forms[bare]
-    words[i] = w.word(kind) + suffix + words[i][len(bare) :]
-    return " ".join(words)
+    for i, word in enumerate(words):
+        bare = word.rstrip(".!?")
+        key = bare.lower() if bare[:1].isupper() else bare
+        if key in _VERB_STEMS:
+            past = _VERB_STEMS[key] + "ed"
+            out.append((past.capitalize() if bare[:1].isupper() else past) + word[len(bare) :])
+        elif key in _ADJECTIVES and bare == word and i + 1 < len(words):
+            if bare[:1].isupper():  # the sentence's first word goes: capitalise the next
+                words[i + 1] = words[i + 1][:1].upper() + words[i + 1][1:]
+            continue
+        else:
+            out.append(word)
+    return " ".join(out)
+
+
+def answer(w: Writer, text: str) -> str:
+    """The body of an ``Answer:`` document: each sentence of the passage quoted in order,
+    each followed by one new sentence of the same document (new words, same topic).
+    Spans copied amid new words, as an answer that quotes its source is."""
+    out = []
+    for quoted in re.findall(r"[^.!?]+[.!?]", text):
+        out.append(quoted.strip())
+        try:
+            out.append(sentence(w))
+        except _TopicExhausted:
+            break
+    return " ".join(out)
 
 
 COPY_MARKERS = ("Quote", "Repeat")
-OTHER_MARKERS = ("Text", "Edit", "Note")
+OTHER_MARKERS = ("Text", "Edit", "Note", "Answer")
 # Passage length of the "copy" workload, in characters.
 _PASSAGE_CHARS = (350, 450)
 # A note is longer than any workload prompt plus its longest continuation (about 1,000
@@ -267,11 +290,15 @@ NOTE_SHARE = 0.2  # share of training documents that are notes (by count, not by
 
 
 def copy_document(rng: random.Random, passage_chars: tuple[int, int] = _PASSAGE_CHARS) -> str:
-    """A passage followed by a verbatim or lightly edited copy of it."""
+    """A passage followed by a verbatim copy, its edit (:func:`edit`) or an answer that
+    quotes it (:func:`answer`)."""
     w = Writer(rng)
     text = passage(w, *passage_chars)
-    if rng.random() < 0.2:
-        return f"{DOC}Text: {text}\nEdit: {light_edit(w, text)}\n"
+    r = rng.random()
+    if r < 0.2:
+        return f"{DOC}Text: {text}\nEdit: {edit(text)}\n"
+    if r < 0.4:
+        return f"{DOC}Text: {text}\nAnswer: {answer(w, text)}\n"
     return f"{DOC}Text: {text}\n{rng.choice(COPY_MARKERS)}: {text}\n"
 
 
@@ -314,7 +341,7 @@ class Example:
     reference: str
 
 
-WORKLOADS = ("copy", "novel")
+WORKLOADS = ("copy", "novel", "edit", "answer")
 # Where a novel prompt is cut, in characters of the note's prose.
 _NOVEL_PROMPT_CHARS = (250, 350)
 
@@ -323,6 +350,11 @@ def workload_examples(name: str, n: int, seed: int) -> list[Example]:
     """``n`` prompts of workload ``name`` with their reference continuations.
 
     ``copy``: ``"<|doc|>Text: <passage>\\nQuote:"``; the reference is ``" <passage>"`` again.
+    ``edit``: ``"<|doc|>Text: <passage>\\nEdit:"``; the reference is the passage's
+    :func:`edit`, which follows a rule, so a model that learnt the rule can write it.
+    ``answer``: ``"<|doc|>Text: <passage>\\nAnswer:"``; the reference is one
+    :func:`answer`, whose new sentences are one draw among many (a model that quotes in
+    the right places but writes other new sentences is right, not wrong).
     ``novel``: ``"<|doc|>Note: <prose>"`` cut at a word boundary, usually mid-sentence;
     the reference is the rest of the note (at least 1,000 characters).
     A prompt never ends in a space: the space belongs to the next word's token (``" The"``),
@@ -335,9 +367,16 @@ def workload_examples(name: str, n: int, seed: int) -> list[Example]:
     rng = random.Random(f"workload/{name}/{seed}")
     examples = []
     for _ in range(n):
-        if name == "copy":
-            text = passage(Writer(rng), *_PASSAGE_CHARS)
-            examples.append(Example(f"{DOC}Text: {text}\nQuote:", f" {text}"))
+        if name in ("copy", "edit", "answer"):
+            w = Writer(rng)
+            text = passage(w, *_PASSAGE_CHARS)
+            if name == "copy":
+                marker, body = "Quote", text
+            elif name == "edit":
+                marker, body = "Edit", edit(text)
+            else:
+                marker, body = "Answer", answer(w, text)
+            examples.append(Example(f"{DOC}Text: {text}\n{marker}:", f" {body}"))
         else:
             note = passage(Writer(rng), *NOTE_CHARS)
             spaces = [i for i, c in enumerate(note) if c == " "]
@@ -349,5 +388,5 @@ def workload_examples(name: str, n: int, seed: int) -> list[Example]:
 
 
 def workload_prompts(name: str, n: int, seed: int) -> list[str]:
-    """Prompt strings of the named workload (``"copy"`` or ``"novel"``)."""
+    """Prompt strings of the named workload (one of :data:`WORKLOADS`)."""
     return [e.prompt for e in workload_examples(name, n, seed)]
