@@ -22,7 +22,10 @@ Works on the results of ``wall_clock.py`` and ``batch_sweep.py``. It prints, in 
   sample, one workload left out). The target of each rerun interval is 95%;
 * every verdict, one run against the other and what both resolve
   (:func:`~specdec_lib.analysis.replication.verdicts`): each best fixed k and the faster
-  drafter (``wall_clock``), each crossover (``batch_sweep``).
+  drafter (``wall_clock``), each crossover (``batch_sweep``);
+* for a batch sweep, each workload's crossover batch size B* with its interval, run by run
+  (:func:`~specdec_lib.analysis.crossover.estimate_crossover`), and whether every run given
+  agrees on it (:func:`~specdec_lib.analysis.crossover.agree_crossovers`).
 
 Given three runs or more, it compares the first two as above, then reports how often two
 runs pooled (:func:`~specdec_lib.analysis.replication.next_run_interval`) hold a third
@@ -30,8 +33,8 @@ run's value, over every pair and every other run
 (:func:`~specdec_lib.analysis.replication.next_run_coverage`; target 95%).
 
 A verdict the two runs disagree on is printed as DIFFERENT. Exit status 1 if any verdict
-differs between the runs; an interval that misses the other run's value is reported, not
-fatal.
+differs between the runs, or the runs do not agree on a workload's B*; an interval that
+misses the other run's value is reported, not fatal.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import json
 import sys
 from pathlib import Path
 
+from specdec_lib.analysis.crossover import agree_crossovers, estimate_crossover
 from specdec_lib.analysis.replication import (
     cross_containment,
     crossover,
@@ -155,11 +159,29 @@ def compare(first: dict, second: dict) -> int:
     return len(differ)
 
 
+def print_crossover_estimates(*results: dict) -> int:
+    """Each workload's B* in every run, and what all the runs agree on; returns the number
+    of workloads whose runs do not agree."""
+    disagree = 0
+    for w in dict.fromkeys(r["workload"] for r in results[0]["rows"]):
+        each = [
+            estimate_crossover([r for r in result["rows"] if r["workload"] == w])
+            for result in results
+        ]
+        runs = "; ".join(f"run {i} {e.describe()}" for i, e in enumerate(each, 1))
+        together = agree_crossovers(each)
+        disagree += not together["agree"]
+        print(f"B*, {w}: {runs}; together: {together['verdict']}")
+    return disagree
+
+
 def main() -> None:
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     results = [json.loads(Path(p).read_text()) for p in sys.argv[1:]]
     differ = compare(*results[:2])
+    if "crossover" in results[0]:
+        differ += print_crossover_estimates(*results)
     if len(results) > 2:
         cover = next_run_coverage(common_rows(*results))
         print(

@@ -113,3 +113,33 @@ def test_conditional_acceptance_exposes_correlated_acceptance():
     stats = _stats_from([(4, 4), (4, 0)] * 50)
     assert conditional_acceptance(stats) == [0.5, 1.0, 1.0, 1.0]
     assert estimate_alpha(stats) == pytest.approx(200 / 250)
+
+
+def test_kept_prefix_rates_and_the_model_without_independence():
+    from specdec_lib.analysis.theory import (
+        expected_tokens_per_pass,
+        expected_tokens_per_pass_from_rates,
+        kept_prefix_rates,
+    )
+
+    # 10 rounds drafting 3: the first kept in 8, the first two in 6, all three in 6
+    rates = kept_prefix_rates([10, 10, 10], [8, 6, 6])
+    assert rates == [0.8, 0.6, 0.6]
+    assert expected_tokens_per_pass_from_rates(rates, 3) == pytest.approx(3.0)
+    assert expected_tokens_per_pass_from_rates(rates, 1) == pytest.approx(1.8)
+    # independence: r_i = alpha^(i+1) gives the textbook E(alpha, k)
+    alpha = 0.7
+    independent = [alpha ** (i + 1) for i in range(5)]
+    for k in range(6):
+        assert expected_tokens_per_pass_from_rates(independent, k) == pytest.approx(
+            expected_tokens_per_pass(alpha, k)
+        )
+    assert kept_prefix_rates([0], [0])[0] != kept_prefix_rates([0], [0])[0]  # nan
+    with pytest.raises(ValueError, match="position_accepted must lie between"):
+        kept_prefix_rates([3], [4])
+    with pytest.raises(ValueError, match="same length"):
+        kept_prefix_rates([3, 2], [1])
+    with pytest.raises(ValueError, match="rates must hold at least k=3"):
+        expected_tokens_per_pass_from_rates([0.5, 0.2], 3)
+    with pytest.raises(ValueError, match="rates must lie in"):
+        expected_tokens_per_pass_from_rates([1.5], 1)

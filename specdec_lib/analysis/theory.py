@@ -21,6 +21,8 @@ without a match). :func:`estimate_alpha` fits α from a run's round log,
 every earlier position was accepted (flat if independence holds), and
 :func:`expected_tokens_per_pass_given_lengths` applies the model to the proposal
 lengths that actually occurred, so the two failures can be told apart.
+:func:`kept_prefix_rates` and :func:`expected_tokens_per_pass_from_rates` replace the one
+α by a rate per draft position, read off a run's counts: the model without independence.
 """
 
 from __future__ import annotations
@@ -209,3 +211,34 @@ def expected_tokens_per_pass_given_lengths(alpha: float, lengths: Sequence[int])
     return sum(expected_tokens_per_pass(alpha, _check_k(m, "lengths")) for m in lengths) / len(
         lengths
     )
+
+
+def kept_prefix_rates(
+    position_proposed: Sequence[int], position_accepted: Sequence[int]
+) -> list[float]:
+    """r_i = P(drafts 0..i all kept | the draft reached position i), from a run's counts
+    (:class:`~specdec_lib.engine.generate.SpeculationStats`' ``position_proposed`` and
+    ``position_accepted``; a position is accepted only if every earlier one was).
+
+    Under the independence model r_i = α^(i+1). A drafter whose surviving drafts keep
+    surviving (one that is copying a span) has r_i above that; one that loses its way
+    after a first lucky token has r_i below it. nan where nothing was drafted.
+    """
+    if len(position_proposed) != len(position_accepted):
+        raise ValueError("position_proposed and position_accepted must have the same length")
+    if any(not 0 <= a <= p for a, p in zip(position_accepted, position_proposed, strict=True)):
+        raise ValueError("position_accepted must lie between 0 and position_proposed")
+    pairs = zip(position_proposed, position_accepted, strict=True)
+    return [a / p if p else float("nan") for p, a in pairs]
+
+
+def expected_tokens_per_pass_from_rates(rates: Sequence[float], k: int) -> float:
+    """1 + r_0 + r_1 + ... + r_(k−1): tokens per target pass when every round drafts k
+    tokens and the first i+1 are all kept with probability r_i (:func:`kept_prefix_rates`).
+    With r_i = α^(i+1) this is :func:`expected_tokens_per_pass`."""
+    k = _check_k(k)
+    if len(rates) < k:
+        raise ValueError(f"rates must hold at least k={k} entries, got {len(rates)}")
+    if any(not 0 <= r <= 1 for r in rates[:k]):
+        raise ValueError("rates must lie in [0, 1]")
+    return 1.0 + float(sum(rates[:k]))

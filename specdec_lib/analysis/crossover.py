@@ -1,0 +1,261 @@
+"""Where speculation stops paying: the crossover batch size B*, measured and predicted.
+
+A batch sweep (``benchmarks/batch_sweep.py``) gives, at each batch size B on a grid that
+doubles, a paired speed-up of speculation over plain decoding with a 95% interval. Three
+questions are asked of it here.
+
+* **Where does it cross?** :func:`estimate_crossover` reads B* off one run: between the
+  last B resolved faster and the first B after it resolved slower, interpolated where the
+  point estimates cross 1. The grid doubles and the speed-up falls roughly in proportion
+  to log B between neighbours, so the interpolation is linear in log B and log speed-up
+  (:func:`log_crossing`). The interval applies the same interpolation to the bounds: B*
+  cannot lie before the lower bounds cross 1 (there speculation is still resolved faster)
+  nor after the upper bounds do (there it is resolved slower). It lies inside the bracket
+  of resolved grid points and, like the pointwise intervals it is read from, it is not a
+  simultaneous confidence statement: it says where each B's own interval puts the
+  crossing.
+* **Do the runs agree?** :func:`agree_crossovers`: one run's interval does not carry what
+  moves a whole run, so B* is claimed only where every run crosses and their intervals
+  share a range; the reported range is the hull of the runs' intervals.
+* **Can the costs predict it?** :class:`SweepCostFit` models what speculation adds to a
+  batched call from its counts: ``fixed`` seconds per pass, ``per_row`` per request per
+  pass, ``per_position`` per position a pass carries. Fitted on some workloads' time
+  differences (:func:`fit_sweep_costs`), it predicts another workload's speed-ups from
+  that workload's counts alone (:func:`predict_sweep`), so its B* is predicted out of
+  sample; :meth:`SweepCostFit.crossing` says where a workload whose counts stop changing
+  with B would cross beyond the grid, or that it never would.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from specdec_lib.analysis.replication import speedup_verdict
+
+
+def log_crossing(batches: Sequence[int], values: Sequence[float]) -> float | None:
+    """The first B at which ``values`` fall from >= 1 to below 1, interpolated linearly in
+    log B and log value between the two grid points around it; ``None`` if they never do."""
+    if len(batches) != len(values) or not batches:
+        raise ValueError("batches and values must be non-empty and of the same length")
+    if any(b < 1 for b in batches) or list(batches) != sorted(set(batches)):
+        raise ValueError(f"batches must be increasing and >= 1, got {list(batches)}")
+    if any(not v > 0 for v in values):
+        raise ValueError("values must be positive speed-ups")
+    pairs = list(zip(batches, values, strict=True))
+    for (b0, v0), (b1, v1) in itertools.pairwise(pairs):
+        if v0 >= 1 > v1:
+            share = math.log(v0) / (math.log(v0) - math.log(v1))
+            return math.exp(math.log(b0) + share * (math.log(b1) - math.log(b0)))
+    return None
+
+
+@dataclass(frozen=True)
+class CrossoverEstimate:
+    """One run's B* for one workload.
+
+    ``status``: ``"crossed"`` (resolved faster, then resolved slower at a larger B; ``value``,
+    ``low`` and ``high`` set), ``"not crossed"`` (resolved faster, never resolved slower
+    after; ``low`` is the least B* the bounds allow, or the grid's end), ``"never faster"``
+    (resolved faster at no B: there is no crossover to find) or ``"not monotone"`` (resolved
+    faster again after resolved slower). ``faster_until`` is the last B resolved faster,
+    ``slower_from`` the first after it resolved slower."""
+
+    status: str
+    value: float | None
+    low: float | None
+    high: float | None
+    faster_until: int | None
+    slower_from: int | None
+    largest: int
+
+    def describe(self) -> str:
+        """The estimate as a phrase, at the precision a doubling grid supports."""
+        if self.status == "crossed":
+            return (
+                f"B* = {self.value:.0f} ({self.low:.0f} to {self.high:.0f}; faster at "
+                f"B = {self.faster_until}, slower at B = {self.slower_from})"
+            )
+        if self.status == "not crossed":
+            return f"no crossover up to B = {self.largest} (B* > {self.low:.0f})"
+        if self.status == "never faster":
+            return "faster at no batch size, so no crossover"
+        return "not monotone: faster again after slower"
+
+
+def estimate_crossover(rows: Sequence[dict]) -> CrossoverEstimate:
+    """B* of one workload in one run, from its rows (``batch``, ``speedup``, ``speedup_low``,
+    ``speedup_high``, in any order): see the module docstring for why it is shaped so."""
+    if not rows:
+        raise ValueError("rows must hold at least one batch size")
+    rows = sorted(rows, key=lambda r: r["batch"])
+    batches = [r["batch"] for r in rows]
+    verdict = [speedup_verdict(r["speedup_low"], r["speedup_high"]) for r in rows]
+    faster = [i for i, v in enumerate(verdict) if v == "faster"]
+    if not faster:
+        return CrossoverEstimate("never faster", None, None, None, None, None, batches[-1])
+    last = faster[-1]
+    later = [i for i in range(last + 1, len(rows)) if verdict[i] == "slower"]
+    if any(verdict[i] == "slower" for i in range(last)):
+        return CrossoverEstimate("not monotone", None, None, None, batches[last], None, batches[-1])
+    span = rows[last : (later[0] + 1 if later else len(rows))]
+    bs = [r["batch"] for r in span]
+
+    def cross(field: str) -> float | None:
+        return log_crossing(bs, [r[field] for r in span])
+
+    if not later:
+        low = cross("speedup_low")
+        return CrossoverEstimate(
+            "not crossed", None, low or batches[-1], None, batches[last], None, batches[-1]
+        )
+    return CrossoverEstimate(
+        "crossed",
+        cross("speedup"),
+        cross("speedup_low"),
+        cross("speedup_high"),
+        batches[last],
+        batches[later[0]],
+        batches[-1],
+    )
+
+
+def agree_crossovers(estimates: Sequence[CrossoverEstimate]) -> dict:
+    """What two or more runs' :func:`estimate_crossover` say together: ``agree`` when every
+    run has the same status and, if they crossed, their intervals share a range; ``low`` and
+    ``high`` the hull of the runs' intervals (``low`` alone if none crossed); a sentence."""
+    if len(estimates) < 2:
+        raise ValueError(f"estimates must hold two runs or more, got {len(estimates)}")
+    n = len(estimates)
+    every = "both runs" if n == 2 else f"all {n} runs"
+    statuses = {e.status for e in estimates}
+    out = {"agree": False, "status": None, "low": None, "high": None, "values": []}
+    if len(statuses) > 1:
+        text = "the runs disagree: " + "; ".join(e.describe() for e in estimates)
+        return {**out, "verdict": text}
+    status = statuses.pop()
+    out.update(status=status, values=[e.value for e in estimates])
+    if status == "crossed":
+        low, high = min(e.low for e in estimates), max(e.high for e in estimates)
+        shared = max(e.low for e in estimates) <= min(e.high for e in estimates)
+        values = ", ".join(f"{e.value:.0f}" for e in estimates)
+        if not shared:
+            text = f"every run crossed, but their intervals share no range (B* = {values})"
+            return {**out, "verdict": text}
+        text = f"B* between {low:.0f} and {high:.0f} in {every} (point estimates {values})"
+        return {**out, "agree": True, "low": low, "high": high, "verdict": text}
+    if status == "not crossed":
+        low = min(e.low for e in estimates)
+        largest = min(e.largest for e in estimates)
+        text = f"no crossover up to B = {largest} in {every} (B* > {low:.0f})"
+        return {**out, "agree": True, "low": low, "verdict": text}
+    if status == "never faster":
+        return {**out, "agree": True, "verdict": f"faster at no batch size in {every}"}
+    return {**out, "verdict": f"not monotone in {every}"}
+
+
+def sweep_counts(row: dict, k: int) -> dict[str, float]:
+    """What the two methods of one sweep row did, counted: ``passes`` and carried
+    ``positions`` (beyond the prompts, which both feed alike) of plain decoding and of
+    speculation, over the row's timed unit (``requests`` batches of one at B = 1, else one
+    batch of B). A pass carries every row padded to its longest proposal; at B > 1 that is
+    counted as k + 1 per row (with several rows some row almost always proposes k; an
+    upper bound), at B = 1 as what the one request fed. The row's ``spec_positions_per_pass``
+    is (B + proposed) / passes, which gives the number proposed."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    b, tokens = row["batch"], row["plain_target_passes"]
+    calls = row.get("requests", b) if b == 1 else 1
+    passes = row["spec_target_passes"]
+    proposed = round(row["spec_positions_per_pass"] * passes - b)
+    if b == 1:
+        spec_positions = passes - calls + proposed
+    else:
+        spec_positions = b * (k + (k + 1) * (passes - 1))
+    return {
+        "batch": b,
+        "plain_passes": calls * tokens,
+        "plain_positions": b * calls * (tokens - 1),
+        "spec_passes": passes,
+        "spec_positions": spec_positions,
+    }
+
+
+def _features(counts: dict[str, float]) -> list[float]:
+    saved = counts["spec_passes"] - counts["plain_passes"]
+    extra = counts["spec_positions"] - counts["plain_positions"]
+    return [saved, counts["batch"] * saved, extra]
+
+
+@dataclass(frozen=True)
+class SweepCostFit:
+    """Seconds speculation adds to a batched call, from its counts:
+    ``fixed`` x (passes added) + ``per_row`` x B x (passes added) + ``per_position`` x
+    (positions added); passes added are negative where speculation saves them. The prompt's
+    prefill, which both methods pay alike, cancels, so it needs no term."""
+
+    fixed: float
+    per_row: float
+    per_position: float
+
+    def difference(self, counts: dict[str, float]) -> float:
+        """Predicted speculative minus plain seconds for :func:`sweep_counts`' counts."""
+        f = _features(counts)
+        return self.fixed * f[0] + self.per_row * f[1] + self.per_position * f[2]
+
+    def crossing(self, passes: int, tokens: int, k: int) -> float | None:
+        """B* for a workload whose batch needs ``passes`` speculative passes for ``tokens``
+        tokens per request at every B (the counts held at the largest B swept): where
+        the added seconds turn positive (below 1: slower at every B). ``None``: they never
+        do, at any B."""
+        if passes < 1 or tokens < 1:
+            raise ValueError(f"passes and tokens must be >= 1, got {passes}, {tokens}")
+        saved = passes - tokens
+        extra = k + (k + 1) * (passes - 1) - (tokens - 1)  # per row
+        slope = self.per_row * saved + self.per_position * extra
+        if slope <= 0:
+            return None
+        return -self.fixed * saved / slope
+
+
+def fit_sweep_costs(rows: Sequence[dict], k: int) -> SweepCostFit:
+    """Least squares of :class:`SweepCostFit` to sweep rows' measured time differences
+    (speculative minus plain median seconds, from the rows' throughputs), each divided by
+    plain's time so that every batch size counts alike. Rows of several workloads and
+    runs may be pooled."""
+    import torch  # least squares; torch is already a dependency of the engine
+
+    if len(rows) < 3:
+        raise ValueError(f"rows must hold at least 3 rows, got {len(rows)}")
+    x, y = [], []
+    for r in rows:
+        plain, spec = _seconds(r)
+        x.append([v / plain for v in _features(sweep_counts(r, k))])
+        y.append((spec - plain) / plain)
+    a = torch.tensor(x, dtype=torch.float64)
+    b = torch.tensor(y, dtype=torch.float64).unsqueeze(1)
+    coef = torch.linalg.lstsq(a, b).solution.squeeze(1)
+    return SweepCostFit(*(float(c) for c in coef))
+
+
+def _seconds(row: dict) -> tuple[float, float]:
+    """Plain and speculative median seconds of a row's timed unit."""
+    n = row.get("requests", row["batch"]) * row["plain_target_passes"]
+    return n / row["plain_tokens_per_second"], n / row["spec_tokens_per_second"]
+
+
+def predict_sweep(fit: SweepCostFit, rows: Sequence[dict], k: int) -> list[dict]:
+    """Predicted speed-up at each of ``rows``' batch sizes: plain's measured time over that
+    time plus what the fit says speculation adds, from the row's counts alone (nothing
+    speculation's timing measured enters). Sorted by B; ``predicted`` and ``measured``."""
+    out = []
+    for r in sorted(rows, key=lambda r: r["batch"]):
+        plain, _ = _seconds(r)
+        spec = plain + fit.difference(sweep_counts(r, k))
+        if spec <= 0:
+            raise ValueError(f"the fit predicts a non-positive time at B = {r['batch']}")
+        out.append({"batch": r["batch"], "predicted": plain / spec, "measured": r["speedup"]})
+    return out
