@@ -77,9 +77,7 @@ def plot_k_curves(curves: Sequence[KCurves], title: str) -> Figure:
     decoding's one token per pass."""
     if not curves:
         raise ValueError("curves must hold at least one KCurves")
-    fig, axes = plt.subplots(
-        1, len(curves), figsize=(2.9 * len(curves) + 1.0, 4.2), squeeze=False
-    )
+    fig, axes = plt.subplots(1, len(curves), figsize=(2.9 * len(curves) + 1.0, 4.2), squeeze=False)
     axes = list(axes[0])
     fig.suptitle(title)
     axes[0].set_ylabel("tokens per target pass")
