@@ -27,7 +27,6 @@ Writes benchmarks/results/workload_shapes.json (or ``--out``) and prints a summa
 from __future__ import annotations
 
 import argparse
-import re
 import statistics
 import time
 from pathlib import Path
@@ -49,7 +48,12 @@ from specdec_lib.analysis.intervals import (
     ratio_estimate,
     tokens_per_pass_estimate,
 )
-from specdec_lib.analysis.novelty import continued_tokens, span_lengths, stays_in_document
+from specdec_lib.analysis.novelty import (
+    continued_tokens,
+    rule_hits,
+    span_lengths,
+    stays_in_document,
+)
 from specdec_lib.analysis.provenance import run_stamp
 from specdec_lib.analysis.results import save_result
 from specdec_lib.analysis.runs import per_prompt_speculation
@@ -63,23 +67,6 @@ BAND = (0.3, 0.85)
 
 def interval(e) -> dict:
     return {"value": round(e.value, 4), "low": round(e.low, 4), "high": round(e.high, 4)}
-
-
-def sentences(text: str) -> list[str]:
-    return [s.strip() for s in re.findall(r"[^.!?]+[.!?]", text)]
-
-
-def rule_hits(tok: Tokenizer, workload: str, example, out: list[int]) -> tuple[int, int]:
-    """(hits, trials) of one continuation against its workload's rule; see the docstring."""
-    if workload == "answer":
-        quoted = sentences(example.prompt.split("\n")[0].split(": ", 1)[1])
-        written = tok.decode(out)
-        # Only sentences the 64 tokens had room to reach count: those whose start the
-        # reference answer places within the decoded length.
-        reach = [s for s in quoted if example.reference.find(s) < len(written)]
-        return sum(s in written for s in reach), len(reach)
-    ref = tok.encode(example.reference)[: len(out)]
-    return sum(a == b for a, b in zip(out, ref, strict=False)), len(ref)
 
 
 def measure(tok, target, draft, workload: str, seed: int, n: int) -> dict:
@@ -106,7 +93,7 @@ def measure(tok, target, draft, workload: str, seed: int, n: int) -> dict:
         "example": tok.decode(outs[0][:40]),
     }
     if workload != "novel":
-        hits = [rule_hits(tok, workload, e, o) for e, o in zip(examples, outs, strict=True)]
+        hits = [rule_hits(e, o, tok) for e, o in zip(examples, outs, strict=True)]
         row["rule"] = interval(ratio_estimate([h for h, _ in hits], [t for _, t in hits], seed))
     for name, make in (("ngram", NgramDrafter), ("draft", lambda: DraftModelDrafter(draft))):
         each = per_prompt_speculation(

@@ -165,3 +165,24 @@ def test_continued_tokens_mark_what_continues_a_span_of_the_context():
     assert continued_tokens([], [7, 7, 7, 7]) == [False, False, False, True]
     with pytest.raises(ValueError, match="n must be an integer >= 2"):
         continued_tokens(prompt, output, n=1)
+
+
+def test_rule_hits_compare_an_edit_position_by_position_and_an_answer_by_sentences():
+    from specdec_lib import Tokenizer, workload_examples
+    from specdec_lib.analysis.novelty import rule_hits
+    from specdec_lib.text.language import sentences
+
+    tok = Tokenizer()
+    edit = workload_examples("edit", 1, seed=77)[0]
+    ref = tok.encode(edit.reference)[:20]
+    assert rule_hits(edit, ref, tok) == (20, 20)
+    assert rule_hits(edit, ref[:10] + [ref[0]] * 10, tok)[0] < 20
+    answer = workload_examples("answer", 1, seed=77)[0]
+    ref = tok.encode(answer.reference)
+    hits, trials = rule_hits(answer, ref, tok)
+    assert hits == trials == len(sentences(answer.prompt.split("\n")[0].split(": ", 1)[1]))
+    first_only = tok.encode(" " + sentences(answer.reference)[0])
+    assert rule_hits(answer, first_only, tok) == (1, 1)
+    novel = workload_examples("novel", 1, seed=77)[0]
+    with pytest.raises(ValueError, match="example must be a Quote:, Edit: or Answer: prompt"):
+        rule_hits(novel, ref, tok)

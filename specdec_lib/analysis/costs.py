@@ -9,9 +9,11 @@ forward pass per proposed token, so the honest unit is the target forward pass:
 where ``c`` is the draft model's forward-pass time as a fraction of the
 target's, and ``o`` the time of one proposal call of a model-free drafter (an
 n-gram lookup), also as a fraction of a target pass. Plain decoding scores
-exactly 1. The model counts a verification pass over k+1 positions as one
-target pass, which holds at batch one on a memory-bound pass (the serial-decode
-chapter measures it); it is an estimate, not a wall-clock measurement.
+exactly 1. :func:`cost_per_token` counts a verification pass over k+1 positions as
+one target pass; it is not one (the serial-decode chapter measures 1.1 to 1.4 at
+k = 4 on a CPU), so :func:`verified_cost_per_token` charges each pass what a pass
+over its positions measured (:func:`pass_costs`), in one-position passes. Either is
+an estimate, not a wall-clock measurement.
 
 ``c`` is measured, not read off the parameter counts: at this size a forward
 pass is dominated by per-layer overhead, not by arithmetic, so a model with
@@ -29,11 +31,12 @@ Timed by :mod:`specdec_lib.analysis.timing`; used by :mod:`specdec_lib.analysis.
 
 from __future__ import annotations
 
+import itertools
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from specdec_lib.analysis.timing import Timing
+from specdec_lib.analysis.timing import Timing, decode_step, time_passes, time_ratio
 from specdec_lib.engine.generate import SpeculationStats
 from specdec_lib.engine.model import ModelConfig, TinyGPT
 
@@ -61,6 +64,159 @@ def cost_per_token(
     if c < 0 or o < 0:
         raise ValueError(f"c and o must be >= 0, got c={c}, o={o}")
     return (target_passes + c * draft_passes + o * rounds) / emitted
+
+
+def pass_costs(runs: Sequence[Mapping[int, Timing]], max_positions: int) -> dict[int, float]:
+    """A KV-cached target pass over T = 1..``max_positions`` new positions, in one-position
+    passes, from one or more runs of :func:`~specdec_lib.analysis.timing.time_passes`.
+
+    In each run T = 1 is the unit (its measured median) and T >= 2 is read off the robust
+    line through all the run's medians (:func:`fit_pass_cost`): one spoiled median cannot
+    bend it, and the line is not asked for T = 1, which a CPU runs on a faster path
+    (matrix-vector products) than it predicts. With several runs, each T takes the median
+    over runs, so one run on a loaded machine cannot move it either.
+    """
+    if max_positions < 1:
+        raise ValueError(f"max_positions must be >= 1, got {max_positions}")
+    if not runs or any(1 not in run or len(run) < 2 for run in runs):
+        raise ValueError("runs must hold at least one run timing T = 1 and another T")
+    tables = []
+    for run in runs:
+        fit, one = fit_pass_cost(run), run[1].median
+        tables.append(
+            {t: 1.0 if t == 1 else fit.predict(t) / one for t in range(1, max_positions + 1)}
+        )
+    return {t: statistics.median(table[t] for table in tables) for t in tables[0]}
+
+
+@dataclass(frozen=True)
+class Prices:
+    """One run's prices, in one-position target passes: a draft-model pass ``c``, an n-gram
+    lookup ``o``, and a target pass by the positions it scores (``pass_cost``, as
+    :func:`pass_costs`); with the seconds behind ``c`` and ``o`` (each side's fast runs)."""
+
+    c: float
+    o: float
+    pass_cost: dict[int, float]
+    target_pass: float
+    draft_pass: float
+    lookup: float
+
+    def verify_cost(self, k: int) -> float:
+        """A verification pass of k drafted tokens (k + 1 positions)."""
+        if k + 1 not in self.pass_cost:
+            raise ValueError(f"k must lie in [0, {max(self.pass_cost) - 1}], got {k}")
+        return self.pass_cost[k + 1]
+
+
+def measure_prices(
+    target: TinyGPT,
+    draft: TinyGPT,
+    lookup: Callable[[], object],
+    context_len: int = 400,
+    max_positions: int = 17,
+    runs: int = 3,
+    pairs: int = 100,
+) -> list[Prices]:
+    """``runs`` independent measurements of :class:`Prices`, so a chapter can show how far
+    one run lies from the next.
+
+    Each run times a draft and a target decode step side by side (:func:`time_ratio`,
+    ``pairs`` pairs, fast runs), the ``lookup`` call against the target step likewise, and
+    target passes over 1..``max_positions`` new positions (:func:`time_passes`, read by
+    :func:`pass_costs`), all after ``context_len`` tokens of context.
+    """
+    if runs < 1:
+        raise ValueError(f"runs must be >= 1, got {runs}")
+    out = []
+    for run in range(runs):
+        step = decode_step(target, context_len, seed=run)
+        drafted = time_ratio(decode_step(draft, context_len, seed=run), step, repeats=pairs)
+        looked = time_ratio(lookup, step, repeats=pairs)
+        passes = time_passes(target, range(1, max_positions + 1), context_len=context_len, seed=run)
+        out.append(
+            Prices(
+                c=drafted.ratio,
+                o=looked.ratio,
+                pass_cost=pass_costs([passes], max_positions),
+                target_pass=drafted.denominator,
+                draft_pass=drafted.numerator,
+                lookup=looked.numerator,
+            )
+        )
+    return out
+
+
+def median_prices(runs: Sequence[Prices]) -> Prices:
+    """Every price the median over ``runs`` (each pass length on its own)."""
+    if not runs:
+        raise ValueError("runs must hold at least one Prices")
+
+    def mid(name: str) -> float:
+        return statistics.median(getattr(r, name) for r in runs)
+
+    lengths = set.intersection(*(set(r.pass_cost) for r in runs))
+    return Prices(
+        c=mid("c"),
+        o=mid("o"),
+        pass_cost={t: statistics.median(r.pass_cost[t] for r in runs) for t in sorted(lengths)},
+        target_pass=mid("target_pass"),
+        draft_pass=mid("draft_pass"),
+        lookup=mid("lookup"),
+    )
+
+
+def passes_by_positions(target_passes: int, position_proposed: Sequence[int]) -> dict[int, int]:
+    """Batch-one verification passes by the positions each scored, T = proposals + 1.
+
+    ``position_proposed[i]`` counts the rounds that drafted a token at position i, so
+    ``position_proposed[i - 1] - position_proposed[i]`` rounds drafted exactly i tokens,
+    and ``target_passes - position_proposed[0]`` drafted none (one round per pass).
+    """
+    counts = [int(target_passes), *(int(p) for p in position_proposed), 0]
+    if any(a < b for a, b in itertools.pairwise(counts)):
+        raise ValueError(
+            "position_proposed must be non-negative, non-increasing and at most target_passes, "
+            f"got {list(position_proposed)} with target_passes={target_passes}"
+        )
+    return {
+        t + 1: counts[t] - counts[t + 1]
+        for t in range(len(counts) - 1)
+        if counts[t] > counts[t + 1]
+    }
+
+
+def verification_cost(
+    target_passes: int, position_proposed: Sequence[int], pass_cost: Mapping[int, float]
+) -> float:
+    """The target passes of a run, each charged ``pass_cost[T]`` for the T positions it
+    scored (:func:`passes_by_positions`, :func:`pass_costs`), in one-position passes."""
+    passes = passes_by_positions(target_passes, position_proposed)
+    missing = sorted(set(passes) - set(pass_cost))
+    if missing:
+        raise ValueError(f"pass_cost must price every pass, missing T = {missing}")
+    return sum(n * pass_cost[t] for t, n in passes.items())
+
+
+def verified_cost_per_token(
+    target_passes: int,
+    position_proposed: Sequence[int],
+    draft_passes: int,
+    emitted: int,
+    c: float,
+    pass_cost: Mapping[int, float],
+    lookups: int = 0,
+    o: float = 0.0,
+) -> float:
+    """:func:`cost_per_token` with each verification pass charged its measured cost
+    (:func:`verification_cost`) instead of one: (V + c · draft passes + o · lookups) / emitted.
+    Plain decoding still scores 1, since its passes score one position each."""
+    if emitted < 1:
+        raise ValueError(f"emitted must be >= 1, got {emitted}")
+    if c < 0 or o < 0:
+        raise ValueError(f"c and o must be >= 0, got c={c}, o={o}")
+    verify = verification_cost(target_passes, position_proposed, pass_cost)
+    return (verify + c * draft_passes + o * lookups) / emitted
 
 
 def stats_cost_per_token(stats: SpeculationStats, c: float, o: float = 0.0) -> float:

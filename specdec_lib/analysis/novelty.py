@@ -27,7 +27,7 @@ import torch
 
 from specdec_lib.checks import check_int
 from specdec_lib.engine.model import TinyGPT
-from specdec_lib.text.language import DOC
+from specdec_lib.text.language import DOC, Example, sentences
 from specdec_lib.text.tokenizer import Tokenizer
 
 
@@ -75,6 +75,27 @@ def continued_tokens(prompt: Sequence[int], output: Sequence[int], n: int = 3) -
             flags.append(gram in seen)
         seen.add(gram)
     return [False] * (len(output) - len(flags)) + flags
+
+
+def rule_hits(example: Example, output: Sequence[int], tok: Tokenizer) -> tuple[int, int]:
+    """How closely a continuation follows its workload's rule, as (hits, trials).
+
+    ``Quote:`` and ``Edit:`` prompts (``copy``, ``edit``): the tokens equal to the
+    reference at the same position (a rule's output is unique, so position by position is
+    fair). ``Answer:`` prompts: the passage's sentences the continuation quotes whole,
+    over those it had room to reach (whose start the reference places within its length);
+    its new sentences are free, so they are not compared.
+    """
+    marker = example.prompt.rsplit("\n", 1)[-1]
+    if marker == "Answer:":
+        written = tok.decode(list(output))
+        passage = example.prompt.split("\n")[0].split(": ", 1)[1]
+        reach = [s for s in sentences(passage) if example.reference.find(s) < len(written)]
+        return sum(s in written for s in reach), len(reach)
+    if marker not in ("Quote:", "Edit:"):
+        raise ValueError(f"example must be a Quote:, Edit: or Answer: prompt, got {marker!r}")
+    ref = tok.encode(example.reference)[: len(output)]
+    return sum(a == b for a, b in zip(output, ref, strict=False)), len(ref)
 
 
 def span_lengths(flags: Sequence[bool]) -> list[int]:

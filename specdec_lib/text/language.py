@@ -265,13 +265,18 @@ def edit(text: str) -> str:
     return " ".join(out)
 
 
+def sentences(text: str) -> list[str]:
+    """The sentences of ``text``, each with its closing mark, stripped."""
+    return [s.strip() for s in re.findall(r"[^.!?]+[.!?]", text)]
+
+
 def answer(w: Writer, text: str) -> str:
     """The body of an ``Answer:`` document: each sentence of the passage quoted in order,
     each followed by one new sentence of the same document (new words, same topic).
     Spans copied amid new words, as an answer that quotes its source is."""
     out = []
-    for quoted in re.findall(r"[^.!?]+[.!?]", text):
-        out.append(quoted.strip())
+    for quoted in sentences(text):
+        out.append(quoted)
         try:
             out.append(sentence(w))
         except _TopicExhausted:
