@@ -110,8 +110,9 @@ def test_measure_prices_times_each_run_on_its_own():
         assert sorted(p.pass_cost) == [1, 2, 3] and p.pass_cost[1] == 1.0
         assert 0 < p.c and 0 < p.o < p.c
         assert p.c == pytest.approx(p.draft_pass / p.target_pass)
-    with pytest.raises(ValueError, match="runs"):
-        measure_prices(target, draft, lambda: None, runs=0)
+    for bad in (dict(runs=0), dict(pairs=5), dict(max_positions=1)):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            measure_prices(target, draft, lambda: None, **bad)
 
 
 def _prompt(emitted, passes, proposed, draft_passes):

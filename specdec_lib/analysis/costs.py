@@ -126,8 +126,13 @@ def measure_prices(
     target passes over 1..``max_positions`` new positions (:func:`time_passes`, read by
     :func:`pass_costs`), all after ``context_len`` tokens of context.
     """
-    if runs < 1:
-        raise ValueError(f"runs must be >= 1, got {runs}")
+    for name, value, least in (
+        ("runs", runs, 1),
+        ("pairs", pairs, 10),
+        ("max_positions", max_positions, 2),
+    ):
+        if value < least:
+            raise ValueError(f"{name} must be >= {least}, got {value}")
     out = []
     for run in range(runs):
         step = decode_step(target, context_len, seed=run)

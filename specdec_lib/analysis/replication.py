@@ -14,8 +14,9 @@ value. Both benchmarks' result files and the chapters read their verdicts from h
   interval against it, and each adaptive policy's paired share of it.
 * :func:`drafter_comparison`: the n-gram drafter's best fixed k against the draft model's.
 * :func:`agreed_best_k`: the best fixed k, resolved by both runs, or only the same point
-  estimate, or not even that. :func:`agreed_ratio`: which of two methods is faster,
-  resolved by both runs' paired intervals (``wall_clock.py``'s n-gram against draft model).
+  estimate, or not even that; :func:`best_k_candidates`: the ks both leave in contention.
+  :func:`agreed_ratio`: which of two methods is faster, resolved by both runs' paired
+  intervals (``wall_clock.py``'s n-gram against draft model).
 * :func:`paired_intervals`: every paired interval a result holds, as rows, so that
   coverage can be counted over all of them.
 * :func:`verdicts`: every verdict of a pair of result files, by name.
@@ -177,6 +178,15 @@ def agreed_ratio(first: dict, second: dict, faster: str, slower: str) -> dict:
     return {"resolved": None, "verdict": text}
 
 
+def best_k_candidates(first: dict, second: dict) -> list[int]:
+    """The ks two runs' summaries of one scenario and drafter leave in contention for best:
+    each run's best, and every k either run cannot tell apart from its best."""
+    if any({"best_k", "ks_not_resolved_from_best"} - set(s) for s in (first, second)):
+        raise ValueError("first and second must be best_fixed_k entries of one scenario")
+    ks = {first["best_k"], second["best_k"]}
+    return sorted(ks.union(first["ks_not_resolved_from_best"], second["ks_not_resolved_from_best"]))
+
+
 def agreed_best_k(first: dict, second: dict) -> dict:
     """The best fixed k of one scenario and drafter, read off two runs' summaries.
 
@@ -185,17 +195,26 @@ def agreed_best_k(first: dict, second: dict) -> dict:
     included) and, when the run stored them, the paired ratios ``vs_best`` of every k
     tried. ``resolved_k`` is set only when both runs name the same k, neither run ties
     another k to it, and it is not the largest k tried: a curve still rising at the edge
-    of the grid has its best beyond it. ``point_k`` when both runs' point estimates name
-    the same k.
+    of the grid has its best beyond it (the verdict says so whenever the largest k tried
+    is among the :func:`best_k_candidates`). ``point_k`` when both runs' point estimates
+    name the same k.
     """
     k1, k2 = first["best_k"], second["best_k"]
     ties = sorted(
         (set(first["ks_not_resolved_from_best"]) | set(second["ks_not_resolved_from_best"])) - {k1}
     )
     grid = {int(k) for k in first.get("vs_best", {})} | {k1}
+    candidates = best_k_candidates(first, second)
+    edge = (
+        "; the largest k tried is among them, so the best k may lie beyond the grid"
+        if max(grid) in candidates and len(grid) > 1
+        else ""
+    )
     if k1 != k2:
         text = (
-            f"not resolved: the first run's best point estimate is k = {k1}, the second's k = {k2}"
+            f"not resolved: the first run's best point estimate is k = {k1}, the second's "
+            f"k = {k2}; together the runs leave k = {', '.join(map(str, candidates))} in "
+            f"contention{edge}"
         )
         return {"resolved_k": None, "point_k": None, "verdict": text}
     if not ties and k1 == max(grid) > min(grid):
@@ -208,7 +227,7 @@ def agreed_best_k(first: dict, second: dict) -> dict:
         return {"resolved_k": k1, "point_k": k1, "verdict": f"k = {k1}, resolved by both runs"}
     text = (
         f"k = {k1} has the highest point estimate in both runs, but is not resolved from "
-        f"k = {', '.join(map(str, ties))}"
+        f"k = {', '.join(map(str, ties))}{edge}"
     )
     return {"resolved_k": None, "point_k": k1, "verdict": text}
 

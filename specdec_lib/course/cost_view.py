@@ -3,8 +3,15 @@
 The counts come from ``benchmarks/tokens_per_pass.py`` (rows with ``workload``,
 ``drafter``, ``k``, ``emitted``, ``target_passes``, ``draft_passes``); the price
 of a draft pass (``c``) and of an n-gram lookup (``o``), both in target passes,
-are inputs, because they belong to the hardware, not to the drafter. See
-:mod:`specdec_lib.analysis.costs` for the cost model.
+are inputs, because they belong to the hardware, not to the drafter, and so is the
+cost of a verification pass by its length (``pass_cost``), measured on the same
+hardware. See :mod:`specdec_lib.analysis.costs` for the cost model.
+
+The benchmark ran both drafters on the same prompts at every k and kept each prompt's
+counts (``per_prompt``), so every figure here can carry an interval over prompts:
+:func:`cost_estimate` for one row, :func:`crossover_estimate` for the crossover (the
+price of a draft pass below which the draft model, at its best k, is the cheaper
+drafter), resampling the same prompts for both drafters.
 
 The widget draws the figure for every offered (c, o) when the cell runs, each into
 an ``ipywidgets.Image`` with its verdict in an ``ipywidgets.HTML``, and stacks them;
