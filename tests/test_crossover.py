@@ -17,6 +17,7 @@ from specdec_lib.analysis.crossover import (
     fit_sweep_costs,
     log_crossing,
     predict_sweep,
+    prediction_miss,
     sweep_counts,
 )
 
@@ -133,6 +134,8 @@ def _sweep_row(batch, passes, proposed, plain_s, spec_s, requests=None, tokens=6
         "plain_tokens_per_second": n / plain_s,
         "spec_tokens_per_second": n / spec_s,
         "speedup": plain_s / spec_s,
+        "speedup_low": 0.95 * plain_s / spec_s,
+        "speedup_high": 1.05 * plain_s / spec_s,
     }
 
 
@@ -175,6 +178,9 @@ def test_the_fit_recovers_the_costs_that_made_the_rows_and_predicts_them_back():
     middle = _synthetic_sweep(truth, lambda b: 30 + b)
     for p in predict_sweep(fit, middle[::-1], k=4):
         assert p["predicted"] == pytest.approx(p["measured"], rel=1e-6)
+        assert p["inside"]
+    off = predict_sweep(SweepCostFit(5e-4, 7e-5, 8e-5), middle, k=4)
+    assert not all(p["inside"] for p in off)
     assert [p["batch"] for p in predict_sweep(fit, middle, 4)] == [1, 2, 4, 8, 16, 32, 64]
     with pytest.raises(ValueError, match="rows"):
         fit_sweep_costs(copy[:2], k=4)
@@ -216,6 +222,16 @@ def test_the_crossing_beyond_the_grid_is_where_the_added_time_turns_positive():
         fit.crossing(0, 64, 4)
 
 
+def test_above_the_break_even_passes_a_crossing_exists_and_below_it_none():
+    fit = SweepCostFit(fixed=5e-4, per_row=7e-5, per_position=4e-5)
+    p_star = fit.break_even_passes(tokens=64, k=4)
+    assert p_star == pytest.approx(64 * 11e-5 / 27e-5)
+    assert fit.crossing(math.floor(p_star), 64, 4) is None
+    assert fit.crossing(math.ceil(p_star), 64, 4) > 1
+    with pytest.raises(ValueError, match="tokens"):
+        fit.break_even_passes(0, 4)
+
+
 def _compare_runs():
     spec = importlib.util.spec_from_file_location(
         "compare_runs", ROOT / "benchmarks" / "compare_runs.py"
@@ -232,3 +248,18 @@ def test_compare_runs_prints_each_workloads_b_star_and_counts_a_disagreement(cap
     assert "B*, w: run 1 B* = 16 (13 to 19" in capsys.readouterr().out
     assert _compare_runs().print_crossover_estimates(first, shifted) == 1
     assert "the runs disagree" in capsys.readouterr().out
+
+
+def test_a_predicted_b_star_is_set_against_the_range_the_runs_agree_on():
+    agreed = agree_crossovers([_crossed(12, 16, 20), _crossed(18, 22, 26), _crossed(14, 18, 22)])
+    inside = prediction_miss(24.0, agreed)
+    assert inside["inside"] and inside["factor"] == pytest.approx(24 / 18)
+    assert inside["text"] == (
+        "B* = 24, inside the measured range (12 to 26), 1.33 times the measured point estimate (18)"
+    )
+    assert prediction_miss(40.0, agreed)["inside"] is False
+    assert prediction_miss(None, agreed)["inside"] is False
+    never = agree_crossovers([_crossed(12, 16, 20), _crossed(21, 22, 26)])
+    assert prediction_miss(24.0, never)["factor"] is None
+    with pytest.raises(ValueError, match="predicted"):
+        prediction_miss(0.0, agreed)

@@ -100,6 +100,8 @@ CHAPTER_9 = {
 }
 CHAPTER_10 = {
     "cross_copy": ("batch_sweep", "crossover, copy", "verdict"),
+    "cross_edit": ("batch_sweep", "crossover, edit", "verdict"),
+    "cross_answer": ("batch_sweep", "crossover, answer", "verdict"),
     "cross_novel_greedy": ("batch_sweep", "crossover, novel", "verdict"),
     "cross_novel_t1": ("batch_sweep", "crossover, novel T=1", "verdict"),
 }
@@ -127,9 +129,13 @@ def test_chapter_10_glues_the_smallest_batch_every_run_finds_greedy_novel_slower
     slower = _verdicts("batch_sweep")["crossover, novel"]["slower_at"]
     n = len(_runs("batch_sweep"))
     every = "both runs" if n == 2 else f"all {['', '', 'two', 'three', 'four'][n]} runs"
-    expected = (
-        f"from batch {min(slower)} on, in {every}" if slower else f"at no batch size in {every}"
-    )
+    batches = sorted({r["batch"] for r in _runs("batch_sweep")[0]["rows"]})
+    if not slower:
+        expected = f"at no batch size in {every}"
+    elif slower == [b for b in batches if b >= min(slower)]:
+        expected = f"from batch {min(slower)} on, in {every}"
+    else:
+        expected = f"at B = {', '.join(map(str, slower))}, in {every}"
     assert values["novel_slower_from"] == expected
 
 

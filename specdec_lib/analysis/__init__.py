@@ -11,7 +11,8 @@
   :mod:`.batch_steps` (a pass and a batched decode, by their parts).
 * Runs and their records: :mod:`.runs` (pooled speculation, copy accuracy),
   :mod:`.novelty` (what a workload's continuation is), :mod:`.attention` (the induction
-  head), :mod:`.replication` (what two runs agree on), :mod:`.provenance` and
+  head), :mod:`.replication` (what two runs agree on), :mod:`.crossover` (the batch size
+  where speculation stops paying, measured and predicted), :mod:`.provenance` and
   :mod:`.results` (stamps and committed result files).
 
 Imports the engine and the text package; nothing in the engine imports from here. One

@@ -22,14 +22,17 @@ questions are asked of it here.
   pass, ``per_position`` per position a pass carries. Fitted on some workloads' time
   differences (:func:`fit_sweep_costs`), it predicts another workload's speed-ups from
   that workload's counts alone (:func:`predict_sweep`), so its B* is predicted out of
-  sample; :meth:`SweepCostFit.crossing` says where a workload whose counts stop changing
-  with B would cross beyond the grid, or that it never would.
+  sample, and :func:`prediction_miss` sets a predicted B* against the measured range;
+  :meth:`SweepCostFit.break_even_passes` and :meth:`SweepCostFit.crossing` say where a
+  workload whose counts stop changing with B would cross beyond the grid, or that it
+  never would.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -134,7 +137,9 @@ def agree_crossovers(estimates: Sequence[CrossoverEstimate]) -> dict:
     statuses = {e.status for e in estimates}
     out = {"agree": False, "status": None, "low": None, "high": None, "values": []}
     if len(statuses) > 1:
-        text = "the runs disagree: " + "; ".join(e.describe() for e in estimates)
+        text = "the runs disagree: " + "; ".join(
+            f"run {i} {e.describe()}" for i, e in enumerate(estimates, 1)
+        )
         return {**out, "verdict": text}
     status = statuses.pop()
     out.update(status=status, values=[e.value for e in estimates])
@@ -206,6 +211,19 @@ class SweepCostFit:
         f = _features(counts)
         return self.fixed * f[0] + self.per_row * f[1] + self.per_position * f[2]
 
+    def break_even_passes(self, tokens: int, k: int) -> float:
+        """The speculative passes per batch (for ``tokens`` tokens per request) above which
+        speculation costs more than plain decoding at a large enough B: where the per-row
+        and per-position terms, which grow with B, stop favouring it. Below it, only the
+        fixed cost per pass is left to decide, and it favours the method with fewer passes."""
+        if tokens < 1 or k < 1:
+            raise ValueError(f"tokens and k must be >= 1, got {tokens}, {k}")
+        return (
+            tokens
+            * (self.per_row + self.per_position)
+            / (self.per_row + (k + 1) * self.per_position)
+        )
+
     def crossing(self, passes: int, tokens: int, k: int) -> float | None:
         """B* for a workload whose batch needs ``passes`` speculative passes for ``tokens``
         tokens per request at every B (the counts held at the largest B swept): where
@@ -250,12 +268,43 @@ def _seconds(row: dict) -> tuple[float, float]:
 def predict_sweep(fit: SweepCostFit, rows: Sequence[dict], k: int) -> list[dict]:
     """Predicted speed-up at each of ``rows``' batch sizes: plain's measured time over that
     time plus what the fit says speculation adds, from the row's counts alone (nothing
-    speculation's timing measured enters). Sorted by B; ``predicted`` and ``measured``."""
+    speculation's timing measured enters). Sorted by B; ``predicted``, ``measured``, and
+    whether the measured 95% interval holds the prediction (``inside``)."""
     out = []
     for r in sorted(rows, key=lambda r: r["batch"]):
         plain, _ = _seconds(r)
         spec = plain + fit.difference(sweep_counts(r, k))
         if spec <= 0:
             raise ValueError(f"the fit predicts a non-positive time at B = {r['batch']}")
-        out.append({"batch": r["batch"], "predicted": plain / spec, "measured": r["speedup"]})
+        out.append(
+            {
+                "batch": r["batch"],
+                "predicted": plain / spec,
+                "measured": r["speedup"],
+                "inside": r["speedup_low"] <= plain / spec <= r["speedup_high"],
+            }
+        )
     return out
+
+
+def prediction_miss(predicted: float | None, measured: dict) -> dict:
+    """How a predicted B* (``None``: no crossing predicted) compares with what the runs
+    measured (:func:`agree_crossovers`): ``inside`` the measured range, the ``factor``
+    predicted / measured (the median of the runs' point estimates), and a phrase. Both are
+    ``None`` where the runs agree on no crossing to compare with."""
+    if predicted is not None and not predicted > 0:
+        raise ValueError(f"predicted must be positive or None, got {predicted}")
+    said = "no crossing on the grid" if predicted is None else f"B* = {predicted:.0f}"
+    if not (measured["agree"] and measured["status"] == "crossed"):
+        return {"inside": None, "factor": None, "text": f"{said}; measured: {measured['verdict']}"}
+    low, high = measured["low"], measured["high"]
+    if predicted is None:
+        text = f"{said}, where the runs measured B* between {low:.0f} and {high:.0f}"
+        return {"inside": False, "factor": None, "text": text}
+    point = statistics.median(measured["values"])
+    inside = low <= predicted <= high
+    text = (
+        f"{said}, {'inside' if inside else 'outside'} the measured range ({low:.0f} to "
+        f"{high:.0f}), {predicted / point:.2f} times the measured point estimate ({point:.0f})"
+    )
+    return {"inside": inside, "factor": predicted / point, "text": text}
