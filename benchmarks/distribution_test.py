@@ -217,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
             misses=misses,
             miss_rate=misses / args.seeds,
             miss_interval=interval(misses, args.seeds),
+            # at the level that holds for every size at once (Bonferroni): with seven
+            # 95% intervals, one misses an exact prediction about a third of the time
+            miss_interval_familywise=interval(misses, args.seeds, 1 - 0.05 / len(sizes)),
             predicted_power=power,
             predicted_miss_rate=1 - power,
             textbook_power=chi_square_power_local(p, exact["biased"], n),
@@ -265,8 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         and inside(ALPHA, t1["null_false_alarm_interval"]),
         "conditional_false_alarm_rates_near_alpha": all(near_alpha(r) for r in rows)
         and near_alpha(t1),
-        "predicted_miss_rates_inside_measured_intervals": all(
-            inside(r["predicted_miss_rate"], r["miss_interval"]) for r in rows
+        "predicted_miss_rates_inside_familywise_intervals": all(
+            inside(r["predicted_miss_rate"], r["miss_interval_familywise"]) for r in rows
         ),
         "real_function_miss_rates_contain_the_prediction": all(
             inside(r["predicted_miss_rate"], r["real_miss_interval"])
