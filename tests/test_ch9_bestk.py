@@ -1,4 +1,5 @@
-"""Chapter 9's best k per workload: what two runs leave in contention, and the grid's edge.
+"""Chapter 9's best k per workload: what two runs leave in contention, and the grid's edge;
+and the round logs it prices for adaptive policies started alike.
 
 A best k is claimed only where both runs resolve it; where they do not, the chapter says
 which ks are still in contention, and the largest k tried is never called the best.
@@ -8,7 +9,17 @@ from __future__ import annotations
 
 import pytest
 
+from specdec_lib import (
+    NgramDrafter,
+    SamplingParams,
+    Tokenizer,
+    generate,
+    load_model,
+    workload_prompts,
+)
+from specdec_lib.analysis.predictions import request_logs
 from specdec_lib.analysis.replication import agreed_best_k, best_k_candidates
+from specdec_lib.engine.generate import AdaptiveK
 
 GRID = {str(k): {} for k in (1, 2, 4, 8, 16)}
 
@@ -50,3 +61,19 @@ def test_a_best_k_away_from_the_edge_that_both_runs_resolve_is_named():
 def test_candidates_refuse_something_that_is_not_a_summary_entry():
     with pytest.raises(ValueError, match="first and second"):
         best_k_candidates({"best_k": 4}, _entry(4, []))
+
+
+def test_request_logs_reproduce_the_counts_and_refuse_output_that_differs_from_greedy():
+
+    target, tok = load_model("target"), Tokenizer()
+    prompts = [tok.encode(p) for p in workload_prompts("copy", 2, seed=3)]
+    params = SamplingParams(max_tokens=12)
+    plain = [generate(target, ids, params) for ids in prompts]
+    logs = request_logs(target, NgramDrafter, prompts, params, 4, AdaptiveK(1, 16), plain)
+    assert [q["emitted"] for q in logs] == [12, 12]
+    assert all(sum(q["accepted"]) + len(q["accepted"]) == 12 for q in logs)
+    assert all(q["ks"][0] == 4 for q in logs)  # every request starts where it was told
+    with pytest.raises(AssertionError, match="prompt 1"):
+        request_logs(target, NgramDrafter, prompts, params, 4, greedy=[plain[0], plain[0]])
+    with pytest.raises(ValueError, match="greedy"):
+        request_logs(target, NgramDrafter, prompts, params, 4, greedy=plain[:1])

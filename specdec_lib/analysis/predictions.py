@@ -4,23 +4,24 @@
 (a pass over T positions, a draft pass, a lookup, the host's work per step and per round).
 Here those prices are measured (:func:`measure_unit_costs`), recorded and read back
 (:func:`unit_costs_from_result`), and multiplied by the counts a run produced
-(:func:`request_log`, :func:`predicted_speedup`). A prediction is worth quoting only out
-of sample: :func:`predict_other_run` prices one run's round logs with the costs another
-run measured, beside the textbook formula with the same costs.
+(:func:`request_log`, :func:`request_logs`, :func:`predicted_speedup`). A prediction is
+worth quoting only out of sample: :func:`predict_other_run` prices one run's round logs
+with the costs another run measured, beside the textbook formula with the same costs.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
 from specdec_lib.analysis.costs import PassCostFit, UnitCosts, fit_pass_cost
-from specdec_lib.analysis.theory import expected_speedup
+from specdec_lib.analysis.theory import CostAwareK, expected_speedup
 from specdec_lib.analysis.timing import interleaved, time_inside, time_passes
-from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter
+from specdec_lib.engine.drafters import Drafter, DraftModelDrafter, NgramDrafter
 from specdec_lib.engine.generate import (
+    AdaptiveK,
     RoundRecord,
     SpeculationStats,
     generate,
@@ -144,6 +145,36 @@ def request_log(rounds: Sequence[RoundRecord], draft_passes: int, emitted: int) 
         "draft_passes": draft_passes,
         "emitted": emitted,
     }
+
+
+def request_logs(
+    target: TinyGPT,
+    make_drafter: Callable[[], Drafter],
+    prompts: Sequence[Sequence[int]],
+    params: SamplingParams,
+    k: int,
+    adaptive_k: AdaptiveK | CostAwareK | None = None,
+    greedy: Sequence[Sequence[int]] | None = None,
+) -> list[dict]:
+    """Decode every prompt with a fresh drafter from draft length ``k`` (steered by
+    ``adaptive_k`` if given) and return each request's :func:`request_log`, untimed, for
+    :func:`predicted_speedup` to price. With ``greedy`` (plain decoding's outputs, one per
+    prompt) every output is checked against it, so a policy can never be priced for
+    output it changed."""
+    if greedy is not None and len(greedy) != len(prompts):
+        raise ValueError(
+            f"greedy must hold one output per prompt ({len(prompts)}), got {len(greedy)}"
+        )
+    out = []
+    for i, ids in enumerate(prompts):
+        s = SpeculationStats()
+        got = speculative_generate(
+            target, make_drafter(), list(ids), params, k=k, stats=s, adaptive_k=adaptive_k
+        )
+        if greedy is not None and got != list(greedy[i]):
+            raise AssertionError(f"the output of prompt {i} differs from plain greedy decoding")
+        out.append(request_log(s.log, s.draft_passes, s.emitted))
+    return out
 
 
 def predicted_speedup(
