@@ -31,9 +31,14 @@ def test_false_alarm_intervals_contain_alpha_at_every_size_over_2000_seed_runs()
 
 
 def test_the_predicted_miss_rate_lies_inside_the_measured_interval_at_every_size():
+    # at the level that holds for every size at once (the benchmark's Bonferroni interval):
+    # seven 95% intervals miss an exact prediction somewhere about a third of the time
     rows = load_result("distribution_test")["rows"]
     for r in rows:
-        assert _inside(r["predicted_miss_rate"], r["miss_interval"]), r["samples"]
+        assert _inside(r["predicted_miss_rate"], r["miss_interval_familywise"]), r["samples"]
+        lo, hi = r["miss_interval"]
+        flo, fhi = r["miss_interval_familywise"]
+        assert flo <= lo and hi <= fhi  # wider than the per-size interval
         if "real_seeds" in r:  # the real functions, at the sizes they were run
             assert _inside(r["predicted_miss_rate"], r["real_miss_interval"]), r["samples"]
         assert abs(r["predicted_power"] + r["predicted_miss_rate"] - 1) < 1e-12
