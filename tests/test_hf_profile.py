@@ -15,6 +15,7 @@ from specdec_lib import ModelConfig, SamplingParams, TinyGPT, generate
 from specdec_lib.experiments import generation_profile
 from specdec_lib.experiments.generation_profile import (
     FORWARD,
+    FORWARD_PARTS,
     GENERATION,
     LABEL,
     NORM,
@@ -89,6 +90,20 @@ def test_each_pass_runs_the_same_projections_on_both_sides(models, profiles):
         profile = profiles[name]
         assert profile.forward_op_names["aten::linear"] == linear_per_pass * profile.passes, name
         assert profile.seconds["matrix products"] > 0 and profile.seconds["norms"] > 0
+
+
+def test_share_is_the_median_over_repeats_of_a_within_run_ratio(profiles):
+    profile = profiles["course plain"]
+    assert len(profile.repeat_seconds) == 2
+    each = [
+        r["matrix products"] / sum(r[p] for p in FORWARD_PARTS) for r in profile.repeat_seconds
+    ]
+    assert profile.share("matrix products") == pytest.approx(sum(each) / 2)
+    assert profile.share(*FORWARD_PARTS) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="parts"):
+        profile.share("drafting")
+    with pytest.raises(ValueError, match="parts"):
+        profile.share()
 
 
 def test_python_calls_are_counted_inside_and_outside_the_passes(models, profiles):

@@ -92,6 +92,27 @@ class KVCache:
         self.lengths = new
 
 
+@dataclass(frozen=True)
+class Layout:
+    """Where a cached pass's T new tokens sit when they are not a line (a token tree,
+    :mod:`.tree` builds it): ``positions`` (B, T) their rotary positions, ``mask``
+    (B, 1, T, L) the slots each may attend to, ``before`` (B, L) each slot's predecessor,
+    for the key smear. The new tokens still take the next T slots of the cache."""
+
+    positions: torch.Tensor
+    mask: torch.Tensor
+    before: torch.Tensor
+
+    def check(self, B: int, T: int, L: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        shapes = (tuple(self.positions.shape), tuple(self.mask.shape), tuple(self.before.shape))
+        if shapes != ((B, T), (B, 1, T, L), (B, L)):
+            raise ValueError(
+                f"layout shapes must be positions {(B, T)}, mask {(B, 1, T, L)}, before "
+                f"{(B, L)} for this pass, got {shapes}"
+            )
+        return self.positions, self.mask, self.before
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float = 1e-5) -> None:
         super().__init__()
@@ -118,10 +139,20 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return x * cos + rotated * sin
 
 
-def smear(keys: torch.Tensor, logit: torch.Tensor) -> torch.Tensor:
-    """Mix each key (B, nh, L, hs) with the one before it, a learned share per head."""
+def smear(
+    keys: torch.Tensor, logit: torch.Tensor, before: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Mix each key (B, nh, L, hs) with the one before it, a learned share per head.
+
+    "Before" is the previous slot of the cache, unless ``before`` (B, L) says which slot
+    holds each one's predecessor: in a token tree that is a node's parent, not its neighbour.
+    """
     mix = torch.sigmoid(logit)[None, :, None, None]  # (1, nh, 1, 1)
-    previous = torch.cat([keys[:, :, :1], keys[:, :, :-1]], dim=2)  # position 0 keeps its own
+    if before is None:
+        previous = torch.cat([keys[:, :, :1], keys[:, :, :-1]], dim=2)  # slot 0 keeps its own
+    else:
+        index = before[:, None, :, None].expand(-1, keys.shape[1], -1, keys.shape[3])
+        previous = keys.gather(2, index)
     return mix * keys + (1 - mix) * previous
 
 
@@ -136,10 +167,11 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
         self.k_smear = nn.Parameter(torch.zeros(self.n_kv)) if config.smear_keys else None
 
-    def forward(self, x, cos, sin, kv, pos, mask) -> torch.Tensor:  # noqa: ANN001
+    def forward(self, x, cos, sin, kv, slots, mask, before=None) -> torch.Tensor:  # noqa: ANN001
         """``x`` (B, T, C); ``cos``, ``sin`` (B, 1, T, hs); ``kv`` this layer's (key, value)
-        cache buffers or None; ``pos`` (B, T) the positions the new tokens take there;
-        ``mask`` (B, 1, T, L) what each query may see (None: plain causal attention)."""
+        cache buffers or None; ``slots`` (B, T) where the new tokens' keys go there;
+        ``mask`` (B, 1, T, L) what each query may see (None: plain causal attention);
+        ``before`` (B, L) each slot's predecessor, for the smear (None: the slot before)."""
         B, T, C = x.shape
         hs = C // self.n_head
         q = self.q_proj(x).view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
@@ -149,11 +181,11 @@ class Attention(nn.Module):
         keys, values = k, v
         if kv is not None:
             rows = torch.arange(B)[:, None]  # (B, 1)
-            kv[0][rows, :, pos] = k.transpose(1, 2)  # write (B, T, nkv, hs) by position
-            kv[1][rows, :, pos] = v.transpose(1, 2)
+            kv[0][rows, :, slots] = k.transpose(1, 2)  # write (B, T, nkv, hs) by slot
+            kv[1][rows, :, slots] = v.transpose(1, 2)
             keys, values = kv[0][:, :, : mask.shape[-1]], kv[1][:, :, : mask.shape[-1]]
         if self.k_smear is not None:
-            keys = smear(keys, self.k_smear)
+            keys = smear(keys, self.k_smear, before)
         y = F.scaled_dot_product_attention(  # each key/value head serves nh / nkv query heads
             q,
             keys,
@@ -189,8 +221,8 @@ class _DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.n_embd, config.rms_norm_eps)
         self.mlp = _MLP(config)
 
-    def forward(self, x, cos, sin, kv, pos, mask) -> torch.Tensor:  # noqa: ANN001
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv, pos, mask)
+    def forward(self, x, cos, sin, kv, slots, mask, before) -> torch.Tensor:  # noqa: ANN001
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv, slots, mask, before)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -225,8 +257,13 @@ class TinyGPT(nn.Module):
         return KVCache(self.config, batch_size)
 
     def forward(
-        self, idx: torch.Tensor, cache: KVCache | None = None, logits_to_keep: int = 0
-    ) -> torch.Tensor:
+        self,
+        idx: torch.Tensor,
+        cache: KVCache | None = None,
+        logits_to_keep: int = 0,
+        layout: Layout | None = None,
+        hidden: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Logits for the positions of ``idx`` (B, T) -> (B, T, vocab_size).
 
         With a ``cache``, ``idx`` holds only the new tokens: they are placed after
@@ -234,22 +271,35 @@ class TinyGPT(nn.Module):
         advance by T. Without one, ``idx`` is the whole sequence from position 0.
         ``logits_to_keep=n`` scores only the last n positions (0: all), as in Hugging
         Face: a prefill needs one row of the output head, the largest matrix here.
+        A ``layout`` (cached only) places the new tokens otherwise than in a line: a
+        token tree (:mod:`.tree`). ``hidden=True`` also returns the final normed hidden
+        states of the scored positions, (B, T or logits_to_keep, n_embd), which draft
+        heads read.
         """
         B, T = check_forward(idx, cache, logits_to_keep, self.config.block_size)
+        before = None
         if cache is None:
-            pos = torch.arange(T)[None, :].expand(B, T)  # (B, T)
+            if layout is not None:
+                raise ValueError("layout needs a cache: it places tokens among cached ones")
+            pos = slots = torch.arange(T)[None, :].expand(B, T)  # (B, T)
             kvs, mask = [None] * self.config.n_layer, None  # plain causal attention
         else:
-            pos = cache._advance(T)  # (B, T)
+            slots = cache._advance(T)  # (B, T)
             kvs = list(zip(cache.k, cache.v, strict=True))
-            # Query at position p sees keys 0..p of its own sequence, nothing stale.
-            L = max(cache.lengths)
-            mask = (torch.arange(L)[None, None, :] <= pos[:, :, None])[:, None]  # (B, 1, T, L)
+            if layout is None:
+                # Query at position p sees keys 0..p of its own sequence, nothing stale.
+                L = max(cache.lengths)
+                mask = (torch.arange(L)[None, None, :] <= slots[:, :, None])[:, None]  # (B,1,T,L)
+                pos = slots
+            else:
+                pos, mask, before = layout.check(B, T, max(cache.lengths))
         cos = self.rope_cos[pos][:, None]  # (B, 1, T, hs)
         sin = self.rope_sin[pos][:, None]  # (B, 1, T, hs)
         x = self.model.embed_tokens(idx)  # (B, T, C)
         for block, kv in zip(self.model.layers, kvs, strict=True):
-            x = block(x, cos, sin, kv, pos, mask)
+            x = block(x, cos, sin, kv, slots, mask, before)
         if logits_to_keep:
             x = x[:, -logits_to_keep:]
-        return self.lm_head(self.model.norm(x))  # (B, T or logits_to_keep, vocab_size)
+        x = self.model.norm(x)
+        logits = self.lm_head(x)  # (B, T or logits_to_keep, vocab_size)
+        return (logits, x) if hidden else logits

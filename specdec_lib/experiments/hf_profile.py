@@ -56,7 +56,8 @@ class Profile:
     ``region_calls`` the calls of each marked host part; ``recorded_ops`` every operator
     the profiler recorded, nested ones included (what its own cost scales with).
     ``unprofiled`` and ``unprofiled_forward`` are the wall time of the fastest run without
-    the profiler, and the part of it inside forward passes.
+    the profiler, and the part of it inside forward passes. ``repeat_seconds`` keeps every
+    repeat's parts, for :meth:`share`.
     """
 
     passes: int
@@ -74,6 +75,21 @@ class Profile:
     forward_python_functions: dict[str, int] = field(default_factory=dict)
     host_python_functions: dict[str, int] = field(default_factory=dict)
     region_calls: dict[str, int] = field(default_factory=dict)
+    repeat_seconds: tuple[dict[str, float], ...] = ()
+
+    def share(self, *parts: str) -> float:
+        """The median over repeats of ``parts``' share of the time inside forward passes.
+
+        A share is a ratio within one run, so load that slows the whole run cancels out of
+        it, where a ratio of two parts' fastest times (``seconds``) may take its numerator
+        and its denominator from different repeats."""
+        if not parts or any(p not in FORWARD_PARTS for p in parts):
+            raise ValueError(f"parts must be some of {FORWARD_PARTS}, got {parts}")
+        if not self.repeat_seconds:
+            raise ValueError("this profile kept no repeats (repeat_seconds is empty)")
+        return statistics.median(
+            sum(r[p] for p in parts) / sum(r[p] for p in FORWARD_PARTS) for r in self.repeat_seconds
+        )
 
     @property
     def profiled(self) -> float:
@@ -151,6 +167,7 @@ def profile_jobs(
             forward_python_functions=dict(forward_functions),
             host_python_functions=dict(host_functions),
             region_calls=dict(calls),
+            repeat_seconds=tuple(dict(r["seconds"]) for r, _ in results),
         )
     return out
 

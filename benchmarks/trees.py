@@ -1,0 +1,145 @@
+"""Chains against trees at equal verified positions: tokens per target pass (greedy).
+
+    python benchmarks/trees.py [--prompts 16] [--tokens 64] [--nodes 7]
+
+Three drafters, each as a chain of ``--nodes`` tokens and as a tree of ``--nodes`` nodes,
+so every pass verifies the same number of positions (the pending token and the nodes):
+the n-gram drafter (chain: the latest match; tree: a trie of several matches), the draft
+model and the target's own Medusa heads (a chain as deep as there are heads). The draft
+model's and the heads' trees are static, the shape the measured ranks ask for
+(``analysis.trees.best_shape``), calibrated on prompts of another seed than the ones
+measured. Every output is checked against plain greedy decoding before it is counted.
+Intervals resample prompts; the tree-minus-chain difference is paired by prompt.
+Writes benchmarks/results/trees.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from specdec_lib import SamplingParams, SpeculationStats, Tokenizer, generate, load_model
+from specdec_lib.analysis.intervals import (
+    paired_tokens_per_pass_difference,
+    position_acceptance,
+    tokens_per_pass_estimate,
+)
+from specdec_lib.analysis.provenance import run_stamp
+from specdec_lib.analysis.results import save_result
+from specdec_lib.analysis.runs import pooled
+from specdec_lib.analysis.trees import best_shape, rank_hits
+from specdec_lib.engine.heads import HeadsTreeDrafter, load_heads
+from specdec_lib.engine.tree import TreeShape
+from specdec_lib.engine.tree_decode import (
+    DraftModelTreeDrafter,
+    NgramTreeDrafter,
+    tree_speculative_generate,
+)
+from specdec_lib.text.language import WORKLOADS, workload_prompts
+
+OUT = Path(__file__).parent / "results" / "trees.json"
+CALIBRATION_SEED, CALIBRATION_PROMPTS = 7151, 4  # per workload
+
+
+def interval(e) -> dict:
+    return {"value": round(e.value, 4), "low": round(e.low, 4), "high": round(e.high, 4)}
+
+
+def run(target, make, prompts, greedy, params) -> list[SpeculationStats]:
+    out = []
+    for i, ids in enumerate(prompts):
+        stats = SpeculationStats()
+        got = tree_speculative_generate(target, make(), ids, params, stats=stats)
+        if got != greedy[i]:
+            raise AssertionError(f"tree output differs from greedy on prompt {i}")
+        out.append(stats)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--prompts", type=int, default=16)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--nodes", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=7150)
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    tok = Tokenizer()
+    target, draft = load_model("target"), load_model("draft")
+    heads = load_heads(target)
+    params = SamplingParams(max_tokens=args.tokens)
+    start = time.perf_counter()
+    calibration = [
+        tok.encode(p)
+        for w in WORKLOADS
+        for p in workload_prompts(w, CALIBRATION_PROMPTS, CALIBRATION_SEED)
+    ]
+    hits = {
+        "draft": rank_hits(target, calibration, args.tokens, args.nodes, 4, draft=draft),
+        "heads": rank_hits(target, calibration, args.tokens, heads.n_heads, 4, heads=heads),
+    }
+    shapes = {name: best_shape(h, args.nodes) for name, h in hits.items()}
+    chain = TreeShape.chain(args.nodes)
+    drafters = {
+        ("ngram", "chain"): lambda: NgramTreeDrafter(max_nodes=args.nodes, max_paths=1),
+        ("ngram", "tree"): lambda: NgramTreeDrafter(max_nodes=args.nodes),
+        ("draft", "chain"): lambda: DraftModelTreeDrafter(draft, chain),
+        ("draft", "tree"): lambda: DraftModelTreeDrafter(draft, shapes["draft"][0]),
+        ("heads", "chain"): lambda: HeadsTreeDrafter(heads, TreeShape.chain(heads.n_heads)),
+        ("heads", "tree"): lambda: HeadsTreeDrafter(heads, shapes["heads"][0]),
+    }
+    rows = []
+    print(f"{'workload':8} {'drafter':6} {'form':5} {'tok/pass [95%]':>22} {'tree - chain':>24}")
+    for workload in WORKLOADS:
+        prompts = [tok.encode(p) for p in workload_prompts(workload, args.prompts, args.seed)]
+        greedy = [generate(target, ids, params) for ids in prompts]
+        each = {key: run(target, make, prompts, greedy, params) for key, make in drafters.items()}
+        for (name, form), stats in each.items():
+            s = pooled(stats)
+            e = tokens_per_pass_estimate(stats)
+            row = dict(
+                workload=workload,
+                drafter=name,
+                form=form,
+                nodes=args.nodes,
+                prompts=len(prompts),
+                emitted=s.emitted,
+                target_passes=s.target_passes,
+                draft_passes=s.draft_passes,
+                tokens_per_pass=s.tokens_per_pass,
+                tokens_per_pass_interval=interval(e),
+                depth_acceptance=[interval(x) for x in position_acceptance(stats)],
+                per_prompt=[
+                    dict(emitted=x.emitted, target_passes=x.target_passes, accepted=x.accepted)
+                    for x in stats
+                ],
+            )
+            diff = ""
+            if form == "tree":
+                d = paired_tokens_per_pass_difference(stats, each[name, "chain"])
+                row["tree_minus_chain"] = interval(d)
+                diff = f"{d.value:+.2f} [{d.low:+.2f}, {d.high:+.2f}]"
+            rows.append(row)
+            at = f"{e.value:8.2f} [{e.low:.2f}, {e.high:.2f}]"
+            print(f"{workload:8} {name:6} {form:5} {at} {diff:>24}")
+    result = {
+        "stamp": run_stamp(),
+        "seed": args.seed,
+        "calibration": {"seed": CALIBRATION_SEED, "prompts_per_workload": CALIBRATION_PROMPTS},
+        "tokens_per_prompt": args.tokens,
+        "nodes": args.nodes,
+        "rank_hits": {name: h.round(4).tolist() for name, h in hits.items()},
+        "shapes": {
+            name: {"paths": [list(p) for p in s.paths], "expected_accepted": round(v, 4)}
+            for name, (s, v) in shapes.items()
+        },
+        "seconds": round(time.perf_counter() - start, 1),
+        "rows": rows,
+    }
+    save_result(args.out, result)
+    print(f"all outputs identical to greedy; {result['seconds']} s; wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,267 @@
+"""Token trees: the layout scores every node as its own chain would be, the kept path's cache
+equals decoding it, greedy tree speculation equals plain decoding, and the multi-draft rule
+is exact by enumeration (its two plausible bugs are not)."""
+
+import pytest
+import torch
+
+from specdec_lib import ModelConfig, SamplingParams, SpeculationStats, TinyGPT, generate
+from specdec_lib.analysis.enumeration import enumerate_outcomes
+from specdec_lib.engine.model import Layout
+from specdec_lib.engine.sampling import process_logits
+from specdec_lib.engine.tree import (
+    TokenTree,
+    ancestor_mask,
+    chain,
+    keep_path,
+    node_depths,
+    tree_layout,
+    typical_walk,
+    walk_greedy,
+    walk_sampled,
+)
+from specdec_lib.engine.tree_decode import (
+    DraftModelTreeDrafter,
+    NgramTreeDrafter,
+    TreeShape,
+    tree_speculate,
+    tree_speculative_generate,
+)
+
+V = 40
+# node: 0 1 2 3 4 5
+PARENTS = [-1, -1, 0, 0, 2, 1]  # two root children; node 0 has two children; depth up to 3
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(1)
+    config = ModelConfig(
+        block_size=64, vocab_size=V, n_layer=2, n_head=4, n_kv_head=2, n_embd=32, n_hidden=48
+    )
+    m = TinyGPT(config).eval()
+    with torch.no_grad():
+        for layer in m.model.layers:
+            layer.self_attn.k_smear.normal_(0, 2)  # the smear must follow parents, not slots
+    return m
+
+
+def test_mask_and_depths_of_a_small_tree():
+    assert node_depths(PARENTS) == [0, 0, 1, 1, 2, 1]
+    mask = ancestor_mask(PARENTS)
+    assert mask[4].nonzero().flatten().tolist() == [0, 2, 4]
+    assert mask[3].nonzero().flatten().tolist() == [0, 3]  # not its sibling 2
+    assert mask[5].nonzero().flatten().tolist() == [1, 5]  # not its cousin's branch
+    tree = TokenTree([5, 6, 7, 8, 9, 10], PARENTS)
+    assert tree.children(-1) == [0, 1] and tree.children(0) == [2, 3] and tree.path(4) == [0, 2, 4]
+
+
+def test_bad_trees_and_layouts_are_refused():
+    with pytest.raises(ValueError, match=r"parents\[1\]"):
+        TokenTree([1, 2], [-1, 1])  # a node cannot be its own parent
+    with pytest.raises(ValueError, match="as long"):
+        TokenTree([1, 2], [-1])
+    with pytest.raises(ValueError, match="at least|>= 1 token"):
+        tree_layout([0], [2], [[-1, 0]])  # nothing before the tree
+    layout = tree_layout([3], [4], [[-1, 0, 0]])
+    with pytest.raises(ValueError, match="layout shapes"):
+        Layout(layout.positions, layout.mask, layout.before).check(1, 5, 7)
+    with pytest.raises(ValueError, match="rank|parent|sibling"):
+        TreeShape(((1,),))  # a second choice without a first
+
+
+@torch.inference_mode()
+def test_every_node_is_scored_as_its_own_chain(model):
+    context = [3, 17, 4, 9, 22, 31, 8]
+    tokens = [11, 12, 13, 14, 15, 16]
+    cache = model.new_cache(1)
+    model(torch.tensor([context[:-2]]), cache)  # cached: all but the last two
+    fed = context[-2:] + tokens
+    layout = tree_layout([len(context) - 2], [len(fed)], [PARENTS])
+    logits = model(torch.tensor([fed]), cache, layout=layout)[0]
+    tree = TokenTree(tokens, PARENTS)
+    for node in range(-1, len(tokens)):
+        path = [] if node < 0 else [tokens[i] for i in tree.path(node)]
+        expected = model(torch.tensor([context + path]))[0, -1]  # uncached, a plain chain
+        torch.testing.assert_close(logits[1 + 1 + node], expected, atol=1e-5, rtol=1e-5)
+
+
+@torch.inference_mode()
+def test_a_chain_laid_out_as_a_tree_is_the_plain_pass(model):
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    plain = model(ids, model.new_cache(1))
+    cache = model.new_cache(1)
+    laid = model(ids, cache, layout=tree_layout([0], [5], [chain([7, 8, 9]).parents]))
+    torch.testing.assert_close(laid, plain)
+
+
+@torch.inference_mode()
+def test_kept_path_leaves_the_cache_as_decoding_would(model):
+    context = [3, 17, 4, 9, 22]
+    tokens = [11, 12, 13, 14, 15, 16]
+    tree = TokenTree(tokens, PARENTS)
+    cache = model.new_cache(1)
+    model(torch.tensor([context[:-1]]), cache)
+    start = len(context)
+    model(
+        torch.tensor([context[-1:] + tokens]),
+        cache,
+        layout=tree_layout([start - 1], [1 + len(tokens)], [PARENTS]),
+    )
+    path = tree.path(4)
+    keep_path(cache, 0, start, path)
+    cache.crop(start + len(path))
+    nxt = model(torch.tensor([[21]]), cache)[0, -1]
+    expected = model(torch.tensor([context + [tokens[i] for i in path] + [21]]))[0, -1]
+    torch.testing.assert_close(nxt, expected, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="path"):
+        keep_path(cache, 0, start, [2, 0])
+
+
+def test_greedy_walk_follows_the_target_and_adds_its_token():
+    tree = TokenTree([5, 6, 7, 8, 9, 10], PARENTS)
+    logits = torch.full((7, V), -1.0)
+    for row, best in ((0, 5), (1, 8), (4, 30)):  # root -> 5, node 0 -> 8, node 3 -> 30
+        logits[row, best] = 1.0
+    assert walk_greedy(logits, tree) == ([0, 3], [5, 8, 30])
+    logits[0] = -1.0
+    logits[0, 33] = 1.0  # no root child matches: the target's own token
+    assert walk_greedy(logits, tree) == ([], [33])
+
+
+@pytest.mark.parametrize("workload", ["copy", "novel"])
+def test_greedy_tree_speculation_is_plain_greedy_with_the_shipped_models(workload):
+    from specdec_lib import Tokenizer, load_model, workload_prompts
+
+    target, draft = load_model("target"), load_model("draft")
+    params = SamplingParams(temperature=0, max_tokens=24)
+    prompts = [Tokenizer().encode(p) for p in workload_prompts(workload, 3, seed=99)]
+    drafters = [
+        lambda: NgramTreeDrafter(max_nodes=7),
+        lambda: DraftModelTreeDrafter(draft, TreeShape.branching([2, 2, 1])),
+        lambda: DraftModelTreeDrafter(draft, TreeShape.chain(4)),
+    ]
+    for make in drafters:
+        for prompt in prompts:
+            assert tree_speculative_generate(target, make(), prompt, params) == generate(
+                target, prompt, params
+            )
+        # batched: rows of different lengths and trees, each its own plain output
+        outs = tree_speculate(target, [make() for _ in prompts], prompts, params, max_depth=5)
+        assert outs == [generate(target, p, params) for p in prompts]
+
+
+def _first_token_distribution(walk, logits, tree_of, draws, params):
+    """Exact distribution of the first emitted token: the candidate draws enumerated
+    explicitly (``draws``: (probability, tree)), the walk's own draws by the enumerator."""
+    out = torch.zeros(V, dtype=torch.float64)
+    checked: set[bytes] = set()
+    for prob, tree in draws:
+        for o in enumerate_outcomes(
+            lambda g, tree=tree: (lambda r: (r[1], len(r[0])))(walk(logits, tree, params, g)),
+            checked=checked,
+        ):
+            out += prob * o.probability * o.token_distribution(0, V)
+    return out
+
+
+def _two_sibling_draws(q, without_replacement=True):
+    """Every ordered pair of root children drawn from q, with its probability and the
+    tree whose rows record what each was drawn from (or, for the bug, q for both)."""
+    draws = []
+    for x1 in q.nonzero().flatten().tolist():
+        q2 = q.clone()
+        q2[x1] = 0
+        q2 /= q2.sum()
+        for x2 in q2.nonzero().flatten().tolist():
+            rows = torch.stack([q, q2 if without_replacement else q])
+            draws.append((float(q[x1] * q2[x2]), TokenTree([x1, x2], [-1, -1], rows)))
+    return draws
+
+
+@pytest.fixture(scope="module")
+def small_case():
+    g = torch.Generator().manual_seed(3)
+    logits = torch.full((3, V), -30.0)
+    logits[:, :5] = torch.randn(3, 5, generator=g) * 1.5
+    q = torch.zeros(V, dtype=torch.float64)
+    q[:5] = torch.softmax(torch.randn(5, generator=g, dtype=torch.float64) * 1.5, 0)
+    return logits, q, SamplingParams(temperature=1.0)
+
+
+def test_multi_draft_rule_is_exact_by_enumeration(small_case):
+    logits, q, params = small_case
+    p = process_logits(logits[0], params)
+    got = _first_token_distribution(walk_sampled, logits, None, _two_sibling_draws(q), params)
+    torch.testing.assert_close(got, p, atol=1e-12, rtol=0)
+    # deterministic candidates (top-2 of q, probability 1 each): exact too
+    top = torch.topk(q, 2).indices.tolist()
+    got = _first_token_distribution(
+        walk_sampled, logits, None, [(1.0, TokenTree(top, [-1, -1]))], params
+    )
+    torch.testing.assert_close(got, p, atol=1e-12, rtol=0)
+
+
+def test_the_two_plausible_multi_draft_bugs_are_biased(small_case):
+    logits, q, params = small_case
+    p = process_logits(logits[0], params)
+    # drawn without replacement, verified as if with replacement (q for the second)
+    wrong_q = _first_token_distribution(
+        walk_sampled, logits, None, _two_sibling_draws(q, without_replacement=False), params
+    )
+    # the residual not updated between siblings
+    stale = _first_token_distribution(
+        lambda lg, t, pr, g: walk_sampled(lg, t, pr, g, update_residual=False),
+        logits,
+        None,
+        _two_sibling_draws(q),
+        params,
+    )
+    typical = _first_token_distribution(typical_walk, logits, None, _two_sibling_draws(q), params)
+    for biased in (wrong_q, stale, typical):
+        assert float((biased - p).abs().sum()) > 1e-3
+        torch.testing.assert_close(biased.sum(), torch.tensor(1.0, dtype=torch.float64))
+
+
+def test_untrained_heads_are_the_targets_own_guess_and_decode_exactly(model):
+    from specdec_lib.engine.heads import HeadsTreeDrafter, MedusaHeads
+    from specdec_lib.engine.train_heads import head_losses
+
+    heads = MedusaHeads(model, 3)
+    hidden = torch.randn(5, model.config.n_embd)
+    for guess in heads(hidden):  # zero-initialised blocks: every head is lm_head
+        torch.testing.assert_close(guess, model.lm_head(hidden))
+    ids = torch.randint(0, V, (2, 9))
+    _, h = model(ids[:, :-1], hidden=True)
+    losses = head_losses(heads, h, ids)
+    assert losses.shape == (3,) and bool(torch.isfinite(losses).all())
+    with torch.no_grad():  # a nonzero head, so the tree's levels differ
+        for block in heads.blocks:
+            block.weight.normal_(0, 0.5)
+    prompt = [3, 17, 4, 9, 22, 31, 8, 3, 17]
+    params = SamplingParams(temperature=0, max_tokens=20)
+    drafter = HeadsTreeDrafter(heads, TreeShape.branching([2, 2, 1]))
+    assert len(drafter.draft_tree(prompt, 3, params, None)) == 0  # no hidden state yet
+    stats = SpeculationStats()
+    out = tree_speculative_generate(model, drafter, prompt, params, stats=stats)
+    assert out == generate(model, prompt, params)
+    assert stats.proposed > 0 and stats.target_passes <= 20
+    sampled = drafter.draft_tree(prompt + out, 3, SamplingParams(temperature=1.0), None)
+    assert len(sampled) == 2 + 4 + 4
+    torch.testing.assert_close(sampled.probs.sum(-1), torch.ones(len(sampled), dtype=torch.float64))
+    with pytest.raises(ValueError, match="deep"):
+        HeadsTreeDrafter(heads, TreeShape.chain(4))
+
+
+def test_one_path_ngram_tree_is_the_courses_ngram_chain():
+    from specdec_lib import NgramDrafter
+
+    context = [5, 6, 7, 1, 5, 6, 8, 2, 5, 6, 7, 3, 9, 5, 6]
+    params = SamplingParams(temperature=0)
+    for k in (1, 3, 7):
+        tree = NgramTreeDrafter(max_nodes=k, max_paths=1).draft_tree(context, k, params, None)
+        assert tree.tokens == NgramDrafter().propose(context, k).tokens
+        assert tree.parents == list(range(-1, len(tree) - 1))
+    # several matches: " 5 6" was followed by 7, 8 and 7 again; the trie shares the 7
+    full = NgramTreeDrafter(max_nodes=7).draft_tree(context, 2, params, None)
+    assert full.children(-1) == [0, 2] and [full.tokens[i] for i in (0, 2)] == [7, 8]
