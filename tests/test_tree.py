@@ -2,11 +2,15 @@
 equals decoding it, greedy tree speculation equals plain decoding, and the multi-draft rule
 is exact by enumeration (its two plausible bugs are not)."""
 
+import functools
+
+import numpy as np
 import pytest
 import torch
 
 from specdec_lib import ModelConfig, SamplingParams, SpeculationStats, TinyGPT, generate
-from specdec_lib.analysis.enumeration import enumerate_outcomes
+from specdec_lib.analysis.hypothesis import distribution_test
+from specdec_lib.analysis.trees import exact_first_token, sampled_first_tokens, sibling_draws
 from specdec_lib.engine.model import Layout
 from specdec_lib.engine.sampling import process_logits
 from specdec_lib.engine.tree import (
@@ -151,39 +155,11 @@ def test_greedy_tree_speculation_is_plain_greedy_with_the_shipped_models(workloa
         assert outs == [generate(target, p, params) for p in prompts]
 
 
-def _first_token_distribution(walk, logits, tree_of, draws, params):
-    """Exact distribution of the first emitted token: the candidate draws enumerated
-    explicitly (``draws``: (probability, tree)), the walk's own draws by the enumerator."""
-    out = torch.zeros(V, dtype=torch.float64)
-    checked: set[bytes] = set()
-    for prob, tree in draws:
-        for o in enumerate_outcomes(
-            lambda g, tree=tree: (lambda r: (r[1], len(r[0])))(walk(logits, tree, params, g)),
-            checked=checked,
-        ):
-            out += prob * o.probability * o.token_distribution(0, V)
-    return out
-
-
-def _two_sibling_draws(q, without_replacement=True):
-    """Every ordered pair of root children drawn from q, with its probability and the
-    tree whose rows record what each was drawn from (or, for the bug, q for both)."""
-    draws = []
-    for x1 in q.nonzero().flatten().tolist():
-        q2 = q.clone()
-        q2[x1] = 0
-        q2 /= q2.sum()
-        for x2 in q2.nonzero().flatten().tolist():
-            rows = torch.stack([q, q2 if without_replacement else q])
-            draws.append((float(q[x1] * q2[x2]), TokenTree([x1, x2], [-1, -1], rows)))
-    return draws
-
-
 @pytest.fixture(scope="module")
 def small_case():
     g = torch.Generator().manual_seed(3)
-    logits = torch.full((3, V), -30.0)
-    logits[:, :5] = torch.randn(3, 5, generator=g) * 1.5
+    logits = torch.full((4, V), -30.0)
+    logits[:, :5] = torch.randn(4, 5, generator=g) * 1.5
     q = torch.zeros(V, dtype=torch.float64)
     q[:5] = torch.softmax(torch.randn(5, generator=g, dtype=torch.float64) * 1.5, 0)
     return logits, q, SamplingParams(temperature=1.0)
@@ -192,35 +168,36 @@ def small_case():
 def test_multi_draft_rule_is_exact_by_enumeration(small_case):
     logits, q, params = small_case
     p = process_logits(logits[0], params)
-    got = _first_token_distribution(walk_sampled, logits, None, _two_sibling_draws(q), params)
-    torch.testing.assert_close(got, p, atol=1e-12, rtol=0)
+    assert sum(prob for prob, _ in sibling_draws(q, 2)) == pytest.approx(1.0)
+    for m in (1, 2, 3):
+        got = exact_first_token(walk_sampled, logits, sibling_draws(q, m), params)
+        torch.testing.assert_close(got, p, atol=1e-12, rtol=0)
     # deterministic candidates (top-2 of q, probability 1 each): exact too
-    top = torch.topk(q, 2).indices.tolist()
-    got = _first_token_distribution(
-        walk_sampled, logits, None, [(1.0, TokenTree(top, [-1, -1]))], params
-    )
+    top = TokenTree(torch.topk(q, 2).indices.tolist(), [-1, -1])
+    got = exact_first_token(walk_sampled, logits, [(1.0, top)], params)
     torch.testing.assert_close(got, p, atol=1e-12, rtol=0)
 
 
-def test_the_two_plausible_multi_draft_bugs_are_biased(small_case):
+def test_the_plausible_multi_draft_bugs_are_biased_and_the_test_sees_it(small_case):
     logits, q, params = small_case
     p = process_logits(logits[0], params)
-    # drawn without replacement, verified as if with replacement (q for the second)
-    wrong_q = _first_token_distribution(
-        walk_sampled, logits, None, _two_sibling_draws(q, without_replacement=False), params
-    )
-    # the residual not updated between siblings
-    stale = _first_token_distribution(
-        lambda lg, t, pr, g: walk_sampled(lg, t, pr, g, update_residual=False),
-        logits,
-        None,
-        _two_sibling_draws(q),
-        params,
-    )
-    typical = _first_token_distribution(typical_walk, logits, None, _two_sibling_draws(q), params)
-    for biased in (wrong_q, stale, typical):
-        assert float((biased - p).abs().sum()) > 1e-3
-        torch.testing.assert_close(biased.sum(), torch.tensor(1.0, dtype=torch.float64))
+    stale_walk = functools.partial(walk_sampled, update_residual=False)
+    wrong = {
+        "with-replacement rule": (walk_sampled, "parent"),
+        "residual not updated": (stale_walk, "drawn"),
+        "typical acceptance": (typical_walk, "drawn"),
+    }
+    for name, (walk, recorded) in wrong.items():
+        biased = exact_first_token(walk, logits, sibling_draws(q, 2, recorded), params)
+        assert float((biased - p).abs().sum()) > 1e-3, name
+        assert float(biased.sum()) == pytest.approx(1.0)
+    # sampled rounds of the exact rule agree with p; the stale residual's do not
+    n = 4000
+    good = sampled_first_tokens(walk_sampled, logits, q, 2, params, n, seed=5)
+    bad = sampled_first_tokens(stale_walk, logits, q, 2, params, n, seed=5)
+    count = lambda t: torch.from_numpy(np.bincount(t, minlength=V))  # noqa: E731
+    assert distribution_test(count(good), p).passed
+    assert not distribution_test(count(bad), p).passed
 
 
 def test_untrained_heads_are_the_targets_own_guess_and_decode_exactly(model):
@@ -265,3 +242,21 @@ def test_one_path_ngram_tree_is_the_courses_ngram_chain():
     # several matches: " 5 6" was followed by 7, 8 and 7 again; the trie shares the 7
     full = NgramTreeDrafter(max_nodes=7).draft_tree(context, 2, params, None)
     assert full.children(-1) == [0, 2] and [full.tokens[i] for i in (0, 2)] == [7, 8]
+
+
+def test_sampled_tree_speculation_runs_seeded_and_counts_its_rounds():
+    from specdec_lib import Tokenizer, load_model, workload_prompts
+
+    target, draft = load_model("target"), load_model("draft")
+    prompt = Tokenizer().encode(workload_prompts("edit", 1, seed=99)[0])
+    params = SamplingParams(temperature=1.0, top_k=50, max_tokens=24)
+    outs = []
+    for _ in range(2):
+        stats = SpeculationStats()
+        drafter = DraftModelTreeDrafter(draft, TreeShape.branching([2, 1, 1]))
+        g = torch.Generator().manual_seed(4)
+        outs.append(tree_speculative_generate(target, drafter, prompt, params, 8, g, stats))
+        assert len(outs[-1]) == 24 == stats.emitted
+        assert stats.target_passes == stats.rounds < 24
+        assert stats.rounds < stats.draft_passes <= 3 * stats.rounds  # a level a pass
+    assert outs[0] == outs[1]

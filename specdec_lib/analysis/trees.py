@@ -18,12 +18,14 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from specdec_lib.analysis.enumeration import enumerate_outcomes
 from specdec_lib.checks import check_int
 from specdec_lib.engine.generate import generate
 from specdec_lib.engine.heads import MedusaHeads
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
-from specdec_lib.engine.tree import TreeShape
+from specdec_lib.engine.tree import TokenTree, TreeShape
+from specdec_lib.engine.tree_decode import Walk
 
 
 def _ranks(logits: torch.Tensor, truth: torch.Tensor) -> torch.Tensor:
@@ -99,3 +101,99 @@ def best_shape(hits: np.ndarray, n_nodes: int) -> tuple[TreeShape, float]:
     if len(chosen) < n_nodes:
         raise ValueError(f"n_nodes must be at most {len(chosen)} for hits of shape {hits.shape}")
     return TreeShape(tuple(chosen)), sum(value[p] for p in chosen)
+
+
+# --- multi-draft sampling at one node: exact, and sampled ------------------------------
+
+RECORDED = ("drawn", "parent")
+
+
+def _sibling_tree(tokens: list[int], q: torch.Tensor, recorded: str) -> TokenTree:
+    """Root children ``tokens`` drawn in turn without replacement from ``q``; each row is
+    what its token was drawn from (``"drawn"``), or q for all (``"parent"``: the
+    with-replacement rule's assumption, wrong for these draws)."""
+    rows = []
+    left = q.clone()
+    for token in tokens:
+        rows.append(left / left.sum() if recorded == "drawn" else q)
+        left[token] = 0.0
+    return TokenTree(list(tokens), [-1] * len(tokens), torch.stack(rows))
+
+
+def sibling_draws(
+    q: torch.Tensor, m: int, recorded: str = "drawn"
+) -> list[tuple[float, TokenTree]]:
+    """Every ordered draw of ``m`` root children without replacement from ``q`` (V,), with
+    its probability and its tree (see :func:`_sibling_tree` for ``recorded``)."""
+    check_int("m", m)
+    if recorded not in RECORDED:
+        raise ValueError(f"recorded must be one of {RECORDED}, got {recorded!r}")
+    q = q.to(torch.float64)
+    out: list[tuple[float, TokenTree]] = []
+
+    def extend(prefix: list[int], prob: float, left: torch.Tensor) -> None:
+        if len(prefix) == m or float(left.sum()) <= 1e-12:
+            out.append((prob, _sibling_tree(prefix, q, recorded)))
+            return
+        total = float(left.sum())
+        for x in torch.nonzero(left > 0).flatten().tolist():
+            rest = left.clone()
+            rest[x] = 0.0
+            extend(prefix + [x], prob * float(left[x]) / total, rest)
+
+    extend([], 1.0, q.clone())
+    return out
+
+
+def exact_first_token(
+    walk: Walk,
+    logits: torch.Tensor,
+    draws: Sequence[tuple[float, TokenTree]],
+    params: SamplingParams,
+) -> torch.Tensor:
+    """The exact distribution (V,) of the first token ``walk`` emits: the draws of the
+    tree enumerated (``draws``, as from :func:`sibling_draws`), the walk's own random
+    draws by :func:`~specdec_lib.analysis.enumeration.enumerate_outcomes`. ``logits``
+    (n + 1, V) must have a row for every node of the largest tree."""
+    vocab = logits.shape[-1]
+    out = torch.zeros(vocab, dtype=torch.float64)
+    checked: set[bytes] = set()
+    for prob, tree in draws:
+        rows = logits[: len(tree) + 1]
+
+        def call(g, tree=tree, rows=rows):  # noqa: ANN001, ANN202
+            path, emitted = walk(rows, tree, params, g)
+            return emitted, len(path)
+
+        for o in enumerate_outcomes(call, checked=checked):
+            out += prob * o.probability * o.token_distribution(0, vocab)
+    return out
+
+
+def sampled_first_tokens(
+    walk: Walk,
+    logits: torch.Tensor,
+    q: torch.Tensor,
+    m: int,
+    params: SamplingParams,
+    n: int,
+    seed: int,
+    recorded: str = "drawn",
+) -> np.ndarray:
+    """The first token of ``n`` seeded rounds: ``m`` root children drawn without
+    replacement from ``q``, then ``walk``; the sample the distribution test reads."""
+    check_int("n", n)
+    generator = torch.Generator().manual_seed(seed)
+    tokens = np.empty(n, dtype=np.int64)
+    q = q.to(torch.float64)
+    for i in range(n):
+        left, drawn = q.clone(), []
+        for _ in range(m):
+            if float(left.sum()) <= 1e-12:
+                break
+            x = int(torch.multinomial(left / left.sum(), 1, generator=generator))
+            drawn.append(x)
+            left[x] = 0.0
+        tree = _sibling_tree(drawn, q, recorded)
+        tokens[i] = walk(logits[: len(tree) + 1], tree, params, generator)[1][0]
+    return tokens
