@@ -79,30 +79,38 @@ def main() -> None:
         "draft": rank_hits(target, calibration, args.tokens, args.nodes, 4, draft=draft),
         "heads": rank_hits(target, calibration, args.tokens, heads.n_heads, 4, heads=heads),
     }
-    shapes = {name: best_shape(h, args.nodes) for name, h in hits.items()}
-    chain = TreeShape.chain(args.nodes)
-    drafters = {
-        ("ngram", "chain"): lambda: NgramTreeDrafter(max_nodes=args.nodes, max_paths=1),
-        ("ngram", "tree"): lambda: NgramTreeDrafter(max_nodes=args.nodes),
-        ("draft", "chain"): lambda: DraftModelTreeDrafter(draft, chain),
-        ("draft", "tree"): lambda: DraftModelTreeDrafter(draft, shapes["draft"][0]),
-        ("heads", "chain"): lambda: HeadsTreeDrafter(heads, TreeShape.chain(heads.n_heads)),
-        ("heads", "tree"): lambda: HeadsTreeDrafter(heads, shapes["heads"][0]),
+    n, depth = args.nodes, heads.n_heads  # the heads' chain can be no deeper than the heads
+    shapes = {
+        ("draft", n): best_shape(hits["draft"], n),
+        ("heads", depth): best_shape(hits["heads"], depth),
+        ("heads", n): best_shape(hits["heads"], n),
+    }
+    drafters = {  # (drafter, form, nodes): a fresh drafter
+        ("ngram", "chain", n): lambda: NgramTreeDrafter(max_nodes=n, max_paths=1),
+        ("ngram", "tree", n): lambda: NgramTreeDrafter(max_nodes=n),
+        ("draft", "chain", n): lambda: DraftModelTreeDrafter(draft, TreeShape.chain(n)),
+        ("draft", "tree", n): lambda: DraftModelTreeDrafter(draft, shapes["draft", n][0]),
+        ("heads", "chain", depth): lambda: HeadsTreeDrafter(heads, TreeShape.chain(depth)),
+        ("heads", "tree", depth): lambda: HeadsTreeDrafter(heads, shapes["heads", depth][0]),
+        ("heads", "tree", n): lambda: HeadsTreeDrafter(heads, shapes["heads", n][0]),
     }
     rows = []
-    print(f"{'workload':8} {'drafter':6} {'form':5} {'tok/pass [95%]':>22} {'tree - chain':>24}")
+    print(
+        f"{'workload':8} {'drafter':6} {'form':5} {'nodes':>5} {'tok/pass [95%]':>22} "
+        f"{'tree - chain':>24}"
+    )
     for workload in WORKLOADS:
         prompts = [tok.encode(p) for p in workload_prompts(workload, args.prompts, args.seed)]
         greedy = [generate(target, ids, params) for ids in prompts]
         each = {key: run(target, make, prompts, greedy, params) for key, make in drafters.items()}
-        for (name, form), stats in each.items():
+        for (name, form, nodes), stats in each.items():
             s = pooled(stats)
             e = tokens_per_pass_estimate(stats)
             row = dict(
                 workload=workload,
                 drafter=name,
                 form=form,
-                nodes=args.nodes,
+                nodes=nodes,
                 prompts=len(prompts),
                 emitted=s.emitted,
                 target_passes=s.target_passes,
@@ -116,13 +124,13 @@ def main() -> None:
                 ],
             )
             diff = ""
-            if form == "tree":
-                d = paired_tokens_per_pass_difference(stats, each[name, "chain"])
+            if form == "tree" and (name, "chain", nodes) in each:
+                d = paired_tokens_per_pass_difference(stats, each[name, "chain", nodes])
                 row["tree_minus_chain"] = interval(d)
                 diff = f"{d.value:+.2f} [{d.low:+.2f}, {d.high:+.2f}]"
             rows.append(row)
             at = f"{e.value:8.2f} [{e.low:.2f}, {e.high:.2f}]"
-            print(f"{workload:8} {name:6} {form:5} {at} {diff:>24}")
+            print(f"{workload:8} {name:6} {form:5} {nodes:5d} {at} {diff:>24}")
     result = {
         "stamp": run_stamp(),
         "seed": args.seed,
@@ -130,10 +138,15 @@ def main() -> None:
         "tokens_per_prompt": args.tokens,
         "nodes": args.nodes,
         "rank_hits": {name: h.round(4).tolist() for name, h in hits.items()},
-        "shapes": {
-            name: {"paths": [list(p) for p in s.paths], "expected_accepted": round(v, 4)}
-            for name, (s, v) in shapes.items()
-        },
+        "shapes": [
+            {
+                "drafter": name,
+                "nodes": nodes,
+                "paths": [list(p) for p in s.paths],
+                "expected_accepted": round(v, 4),
+            }
+            for (name, nodes), (s, v) in shapes.items()
+        ],
         "seconds": round(time.perf_counter() - start, 1),
         "rows": rows,
     }
