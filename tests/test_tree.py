@@ -260,3 +260,26 @@ def test_sampled_tree_speculation_runs_seeded_and_counts_its_rounds():
         assert stats.target_passes == stats.rounds < 24
         assert stats.rounds < stats.draft_passes <= 3 * stats.rounds  # a level a pass
     assert outs[0] == outs[1]
+
+
+def test_heads_training_runs_deterministically_and_writes_checksummed_weights(tmp_path):
+    import json
+
+    from specdec_lib import load_model
+    from specdec_lib.engine.heads import heads_info
+    from specdec_lib.engine.train_heads import HeadsConfig, train_heads
+
+    target = load_model("target")
+    cfg = HeadsConfig(n_heads=2, steps=2, batch_size=2, window=32, probe_every=2)
+    runs = [train_heads(target, cfg, progress=False, probe=False) for _ in range(2)]
+    for (a, _, _), (b, _, _) in [runs]:
+        for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True):
+            assert torch.equal(x, y)
+    heads, curve, seconds = runs[0]
+    assert [p["step"] for p in curve] == [0, 2] and curve[0]["loss"] is None
+    assert len(curve[-1]["loss"]) == 2
+    with pytest.raises(ValueError, match="stride"):
+        HeadsConfig(stride=0)
+    with pytest.raises(FileNotFoundError):
+        heads_info(tmp_path)
+    assert json.loads(json.dumps(curve)) == curve

@@ -105,7 +105,7 @@ def best_shape(hits: np.ndarray, n_nodes: int) -> tuple[TreeShape, float]:
 
 # --- multi-draft sampling at one node: exact, and sampled ------------------------------
 
-RECORDED = ("drawn", "parent")
+_RECORDED = ("drawn", "parent")
 
 
 def _sibling_tree(tokens: list[int], q: torch.Tensor, recorded: str) -> TokenTree:
@@ -126,8 +126,8 @@ def sibling_draws(
     """Every ordered draw of ``m`` root children without replacement from ``q`` (V,), with
     its probability and its tree (see :func:`_sibling_tree` for ``recorded``)."""
     check_int("m", m)
-    if recorded not in RECORDED:
-        raise ValueError(f"recorded must be one of {RECORDED}, got {recorded!r}")
+    if recorded not in _RECORDED:
+        raise ValueError(f"recorded must be one of {_RECORDED}, got {recorded!r}")
     q = q.to(torch.float64)
     out: list[tuple[float, TokenTree]] = []
 

@@ -76,7 +76,7 @@ _TRAIN_CONFIGS = {
 }
 
 
-def _training_batch(cfg: TrainConfig, step: int, tok: Tokenizer) -> torch.Tensor:
+def training_batch(cfg: TrainConfig, step: int, tok: Tokenizer) -> torch.Tensor:
     """(batch_size, window + 1) token ids: fresh documents, each row from a document start.
 
     Rows start where a document starts (with ``<|doc|>``), as every workload prompt
@@ -93,7 +93,7 @@ def _training_batch(cfg: TrainConfig, step: int, tok: Tokenizer) -> torch.Tensor
     return torch.tensor(rows, dtype=torch.long)
 
 
-def _lr_at(step: int, cfg: TrainConfig) -> float:
+def lr_at(step: int, cfg: TrainConfig) -> float:
     """Linear warm-up, a constant plateau, then cosine decay to a tenth over the last part."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
@@ -218,12 +218,12 @@ def train(
                     torch.save(model.state_dict(), log_path.with_suffix(".pt"))
         if step == cfg.steps:
             break
-        batch = _training_batch(cfg, step, tok)
+        batch = training_batch(cfg, step, tok)
         x, y = batch[:, :-1], batch[:, 1:]
         logits = model(x)
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
         for group in opt.param_groups:
-            group["lr"] = _lr_at(step, cfg)
+            group["lr"] = lr_at(step, cfg)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

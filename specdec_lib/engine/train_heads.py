@@ -4,7 +4,7 @@
     python -m specdec_lib.engine.train_heads --steps 20 --out /tmp/w   # a quick smoke run
 
 The target is frozen: each step generates fresh training text (the target's own recipe,
-``train._training_batch``, under a seed of its own), runs the target once to get its
+``train.training_batch``, under a seed of its own), runs the target once to get its
 final hidden states, and trains head i to predict the token i + 1 places ahead of each
 position (Medusa-1: the heads alone learn; the target's output layer is shared and
 stays as it is). Every ``probe_every`` steps it records each head's top-1 accuracy on
@@ -31,7 +31,7 @@ from specdec_lib.engine.generate import generate
 from specdec_lib.engine.heads import HEADS_FILE, HEADS_INFO, MedusaHeads
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
-from specdec_lib.engine.train import TrainConfig, _lr_at, _training_batch
+from specdec_lib.engine.train import TrainConfig, lr_at, training_batch
 from specdec_lib.engine.weights import WEIGHTS_DIR, load_model, read_manifest, sha256
 from specdec_lib.text.language import WORKLOADS, workload_prompts
 from specdec_lib.text.tokenizer import Tokenizer
@@ -48,7 +48,7 @@ class HeadsConfig:
     batch_size: int = 8
     window: int = 256
     stride: int = 2  # score every second position, alternating between steps
-    lr: float = 1e-2  # warm-up, plateau and decay as the target's (train._lr_at)
+    lr: float = 1e-2  # warm-up, plateau and decay as the target's (train.lr_at)
     seed: int = 1  # the text stream's seed: the target trained on seed 0's
     probe_every: int = 100
 
@@ -92,7 +92,7 @@ def _probe_sequences(target: TinyGPT) -> dict[str, tuple[list[list[int]], int]]:
 
 
 @torch.no_grad()
-def probe_accuracy(target: TinyGPT, heads: MedusaHeads, probes: dict) -> dict[str, list[float]]:
+def _probe_accuracy(target: TinyGPT, heads: MedusaHeads, probes: dict) -> dict[str, list[float]]:
     """Per workload, each head's top-1 accuracy over the target's own continuations."""
     out = {}
     for w, (seqs, n) in probes.items():
@@ -110,9 +110,10 @@ def probe_accuracy(target: TinyGPT, heads: MedusaHeads, probes: dict) -> dict[st
 
 
 def train_heads(
-    target: TinyGPT, cfg: HeadsConfig, progress: bool = True
+    target: TinyGPT, cfg: HeadsConfig, progress: bool = True, probe: bool = True
 ) -> tuple[MedusaHeads, list[dict], float]:
-    """Train fresh heads on the frozen ``target``: the heads, the probe curve, seconds."""
+    """Train fresh heads on the frozen ``target``: the heads, the probe curve, seconds.
+    ``probe=False`` records the losses only (a quick check)."""
     torch.manual_seed(cfg.seed)
     target.eval().requires_grad_(False)
     heads = MedusaHeads(target, cfg.n_heads)
@@ -120,30 +121,33 @@ def train_heads(
     text = TrainConfig(  # the text stream, and the learning-rate schedule
         steps=cfg.steps, batch_size=cfg.batch_size, window=cfg.window, lr=cfg.lr, seed=cfg.seed
     )
-    tok, probes, curve, losses = Tokenizer(), _probe_sequences(target), [], []
+    tok, curve, losses = Tokenizer(), [], []
+    probes = _probe_sequences(target) if probe else {}
     start = time.perf_counter()
     bar = tqdm(range(cfg.steps + 1), disable=not progress, desc="training heads")
     for step in bar:
         if step % cfg.probe_every == 0 or step == cfg.steps:
-            recent = losses[-cfg.probe_every :] or [[float("nan")] * cfg.n_heads]
+            recent = losses[-cfg.probe_every :]  # none before the first step
             point = {
                 "step": step,
                 "seconds": round(time.perf_counter() - start, 1),
                 "loss": [
                     round(sum(x[i] for x in recent) / len(recent), 4) for i in range(cfg.n_heads)
-                ],
-                "accuracy": probe_accuracy(target, heads, probes),
+                ]
+                if recent
+                else None,
+                "accuracy": _probe_accuracy(target, heads, probes),
             }
             curve.append(point)
             bar.write(json.dumps(point))
         if step == cfg.steps:
             break
-        ids = _training_batch(text, step, tok)
+        ids = training_batch(text, step, tok)
         with torch.no_grad():
             _, hidden = target(ids[:, :-1], hidden=True)
         loss = head_losses(heads, hidden, ids, cfg.stride, step % cfg.stride)
         for group in opt.param_groups:
-            group["lr"] = _lr_at(step, text)
+            group["lr"] = lr_at(step, text)
         opt.zero_grad(set_to_none=True)
         loss.sum().backward()
         opt.step()
@@ -151,7 +155,7 @@ def train_heads(
     return heads.eval(), curve, time.perf_counter() - start
 
 
-def save_heads(heads: MedusaHeads, info: dict, directory: Path = WEIGHTS_DIR) -> Path:
+def _save_heads(heads: MedusaHeads, info: dict, directory: Path = WEIGHTS_DIR) -> Path:
     """Write the heads' weights and ``heads.json``: checksum, the target's, the recipe."""
     path = directory / HEADS_FILE
     save_file({k: v.contiguous() for k, v in heads.state_dict().items()}, str(path))
@@ -182,7 +186,7 @@ def main() -> None:
         "command": "python -m specdec_lib.engine.train_heads",
         "curve": curve,
     }
-    path = save_heads(heads, info, args.out)
+    path = _save_heads(heads, info, args.out)
     print(
         f"heads: {sum(p.numel() for p in heads.parameters()):,} parameters, "
         f"{seconds:.0f} s -> {path}; last probe {curve[-1]['accuracy']}"

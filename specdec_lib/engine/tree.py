@@ -42,7 +42,7 @@ class TokenTree:
     draft_passes: int = 0
 
     def __post_init__(self) -> None:
-        check_tree(self.tokens, self.parents)
+        _check_tree(self.tokens, self.parents)
         if self.probs is not None and tuple(self.probs.shape[:1]) != (len(self.tokens),):
             raise ValueError(f"probs must have one row per node ({len(self.tokens)})")
 
@@ -110,15 +110,15 @@ class TreeShape:
         return max(len(p) for p in self.paths)
 
 
-def check_tree(tokens: Sequence[int], parents: Sequence[int]) -> None:
+def _check_tree(tokens: Sequence[int], parents: Sequence[int]) -> None:
     """``ValueError`` unless ``parents`` has one entry per token and each is -1 or an
     earlier node (so the nodes are in an order where a parent comes first)."""
     if len(tokens) != len(parents):
         raise ValueError(f"tokens and parents must be as long, got {len(tokens)}, {len(parents)}")
-    check_parents(parents)
+    _check_parents(parents)
 
 
-def check_parents(parents: Sequence[int]) -> None:
+def _check_parents(parents: Sequence[int]) -> None:
     for i, p in enumerate(parents):
         if not (isinstance(p, int) and -1 <= p < i):
             raise ValueError(f"parents[{i}] must lie in [-1, {i - 1}] (an earlier node), got {p}")
@@ -165,7 +165,7 @@ def tree_layout(
             f"{len(fed)}, {len(parents)}"
         )
     for c, f, tree in zip(cached, fed, parents, strict=True):
-        check_parents(tree)
+        _check_parents(tree)
         if not len(tree) <= f or c + f - len(tree) < 1:
             raise ValueError(f"a row must feed its tree's {len(tree)} nodes, after >= 1 token")
     width = max(fed)
