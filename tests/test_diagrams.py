@@ -94,3 +94,18 @@ def test_a_round_that_accepts_everything_crops_nothing_and_ends_with_a_bonus():
 def test_bad_arguments_raise_a_value_error_naming_the_parameter(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def test_tree_diagram_draws_the_engines_layout_and_checks_its_labels():
+    import matplotlib.pyplot as plt
+
+    from specdec_lib.course.tree_view import tree_diagram
+    from specdec_lib.engine.tree import TokenTree
+
+    tree = TokenTree([5, 6, 7], [-1, -1, 0])
+    fig = tree_diagram(tree, ["a", "b", "c"], "p", 10, accepted=[0, 2])
+    texts = {t.get_text() for t in fig.axes[0].texts}
+    assert {"10", "11", "12"} <= texts  # pending at 10, both children at 11, a grandchild at 12
+    plt.close(fig)
+    with pytest.raises(ValueError, match="labels"):
+        tree_diagram(tree, ["a"], "p", 10)

@@ -283,3 +283,28 @@ def test_heads_training_runs_deterministically_and_writes_checksummed_weights(tm
     with pytest.raises(FileNotFoundError):
         heads_info(tmp_path)
     assert json.loads(json.dumps(curve)) == curve
+
+
+def test_a_drafters_tree_is_checked_like_any_input(model):
+    class Bad:
+        name = "bad"
+
+        def __init__(self, tree):
+            self.tree = tree
+
+        def draft_tree(self, context, max_depth, params, generator):
+            return self.tree
+
+    params = SamplingParams(temperature=0, max_tokens=6)
+    prompt = [3, 17, 4, 9]
+    for tree, match in (
+        (TokenTree([V + 3], [-1]), "tokens"),  # an id outside the vocabulary
+        (TokenTree([1] * 9, [-1] * 9), "max_nodes"),  # more nodes than allowed
+        (chain([1] * 7), "depth"),  # deeper than the tokens left allow
+    ):
+        with pytest.raises(ValueError, match=match):
+            tree_speculate(model, [Bad(tree)], [prompt], params, max_nodes=8)
+    with pytest.raises(ValueError, match="max_nodes must be <="):
+        tree_speculate(model, [Bad(chain([1]))], [prompt], params, max_nodes=60)
+    with pytest.raises(ValueError, match="at least one rank path"):
+        TreeShape(())

@@ -60,8 +60,8 @@ def tree_diagram(
     depth = max(tree.depths) + 1
     rows = _rows(tree)
     height = max(rows) + 1
-    left = depth + 1.6
-    fig, ax = canvas(0.55 * max(height, n + 1) + 1.6, (-0.8, left + n + 2.2), (-n - 2.4, 1.5))
+    left = depth * 1.05 + 2.0  # room for the row labels between the panels
+    fig, ax = canvas(0.55 * max(height, n + 1) + 1.2, (-0.8, left + n + 2.2), (-n - 1.6, 1.5))
     # the tree: x by depth, y by row
     scale = (n + 0.5) / max(height, 1)
 
@@ -86,7 +86,7 @@ def tree_diagram(
     names = ["pending"] + [f"node {i}" for i in range(n)]
     for r in range(1 + n):
         y = -r - 0.3
-        ax.text(left - 0.3, y, names[r], ha="right", va="center", fontsize=8)
+        ax.text(left - 0.05, y, names[r], ha="right", va="center", fontsize=8)
         for c in range(1 + n):
             x = left + c + 0.5
             if bool(mask[r, c]):

@@ -75,6 +75,8 @@ class TreeShape:
 
     def __post_init__(self) -> None:
         paths = tuple(sorted({tuple(p) for p in self.paths}, key=lambda p: (len(p), p)))
+        if not paths:
+            raise ValueError("paths must hold at least one rank path, got none")
         have = set(paths)
         for p in paths:
             if not p or any(not isinstance(r, int) or r < 0 for r in p):

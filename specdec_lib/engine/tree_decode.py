@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from specdec_lib.checks import check_int, check_prompts
+from specdec_lib.checks import check_ids, check_int, check_prompts
 from specdec_lib.engine.drafters import DraftModelDrafter
 from specdec_lib.engine.generate import PAD_ID, RoundRecord, SpeculationStats
 from specdec_lib.engine.model import TinyGPT
@@ -188,6 +188,19 @@ def _record(
     stats.log.append(RoundRecord(list(tree.tokens), len(path), emitted, len(tree)))
 
 
+def _check_drafted(tree: TokenTree, drafter: object, max_nodes: int, depth: int, vocab: int):
+    """A drafter's tree is input: at most ``max_nodes`` nodes, ``depth`` levels, valid ids."""
+    name = getattr(drafter, "name", type(drafter).__name__)
+    if len(tree) > max_nodes or (len(tree) and max(tree.depths) >= depth):
+        raise ValueError(
+            f"{name} drafted {len(tree)} nodes over {max(tree.depths) + 1} levels; "
+            f"max_nodes is {max_nodes}, the depth allowed {depth}"
+        )
+    check_ids(f"{name}'s tree tokens", tree.tokens, vocab)
+    if tree.probs is not None and tuple(tree.probs.shape) != (len(tree), vocab):
+        raise ValueError(f"{name}'s tree probs must have shape {(len(tree), vocab)}")
+
+
 @torch.inference_mode()
 def tree_speculate(
     target: TinyGPT,
@@ -198,6 +211,7 @@ def tree_speculate(
     generator: torch.Generator | None = None,
     stats: SpeculationStats | None = None,
     walk: Walk | None = None,
+    max_nodes: int = 32,
 ) -> list[list[int]]:
     """Speculative decoding with a token tree per request, all verified in one target pass.
 
@@ -206,16 +220,26 @@ def tree_speculate(
     ``walk`` is the verifier: by default :func:`walk_greedy` (greedy) or
     :func:`walk_sampled` (sampled); pass another to test a wrong one. Greedy output equals
     :func:`~specdec_lib.engine.generate.generate`'s; sampled, it is distributed as the
-    target's. ``stats.proposed`` counts tree nodes, ``accepted`` the accepted path.
+    target's. ``stats.proposed`` counts tree nodes, ``accepted`` the accepted path. A tree
+    may hold up to ``max_nodes`` nodes, and the window must have room for them after the
+    longest prompt and ``max_tokens``: a tree is written past the tokens it may keep.
     """
     check_int("max_depth", max_depth)
+    check_int("max_nodes", max_nodes)
     seqs = check_prompts(prompts, target.config, params.max_tokens)
+    room = target.config.block_size - max(len(s) for s in seqs) - params.max_tokens
+    if max_nodes > room:
+        raise ValueError(
+            f"max_nodes must be <= {room} here (prompt + max_tokens + max_nodes "
+            f"<= block_size={target.config.block_size}), got {max_nodes}"
+        )
     if len(drafters) != len(seqs):
         raise ValueError(f"drafters must hold one per prompt ({len(seqs)}), got {len(drafters)}")
     if walk is None:
         walk = (lambda lg, t, _p, _g: walk_greedy(lg, t)) if params.greedy else walk_sampled
     n_prompt = [len(s) for s in seqs]
     cache = target.new_cache(len(seqs))
+    vocab = target.config.vocab_size
     while True:
         left = [params.max_tokens - len(s) + n for s, n in zip(seqs, n_prompt, strict=True)]
         active = [b for b, r in enumerate(left) if r > 0]
@@ -228,6 +252,8 @@ def tree_speculate(
             else TokenTree([], [])
             for b in range(len(seqs))
         ]
+        for b, t in enumerate(trees):
+            _check_drafted(t, drafters[b], max_nodes, min(max_depth, left[b] - 1), vocab)
         cached = list(cache.lengths)
         fed = [s[c:] + t.tokens for s, c, t in zip(seqs, cached, trees, strict=True)]
         width = max(len(f) for f in fed)
