@@ -95,9 +95,7 @@ def test_each_pass_runs_the_same_projections_on_both_sides(models, profiles):
 def test_share_is_the_median_over_repeats_of_a_within_run_ratio(profiles):
     profile = profiles["course plain"]
     assert len(profile.repeat_seconds) == 2
-    each = [
-        r["matrix products"] / sum(r[p] for p in FORWARD_PARTS) for r in profile.repeat_seconds
-    ]
+    each = [r["matrix products"] / sum(r[p] for p in FORWARD_PARTS) for r in profile.repeat_seconds]
     assert profile.share("matrix products") == pytest.approx(sum(each) / 2)
     assert profile.share(*FORWARD_PARTS) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="parts"):
