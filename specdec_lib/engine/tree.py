@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from specdec_lib.checks import check_int
@@ -140,12 +141,11 @@ def chain(tokens: Sequence[int]) -> TokenTree:
 
 def ancestor_mask(parents: Sequence[int]) -> torch.Tensor:
     """(n, n) bool: ``mask[i, j]`` iff node j is node i or one of its ancestors."""
-    n = len(parents)
-    mask = torch.eye(n, dtype=torch.bool)
+    mask = np.eye(len(parents), dtype=bool)
     for i, p in enumerate(parents):
         if p >= 0:
             mask[i] |= mask[p]  # a parent's row is complete before its child's
-    return mask
+    return torch.from_numpy(mask)
 
 
 def tree_layout(
@@ -172,22 +172,26 @@ def tree_layout(
             raise ValueError(f"a row must feed its tree's {len(tree)} nodes, after >= 1 token")
     width = max(fed)
     L = max(c + width for c in cached)
-    positions = torch.zeros(rows, width, dtype=torch.long)
-    mask = torch.zeros(rows, 1, width, L, dtype=torch.bool)
-    before = (torch.arange(L) - 1).clamp(min=0).repeat(rows, 1)
+    # Built in NumPy, a handful of array operations per row, then handed over in one piece:
+    # the loop runs every round, and each torch call on tensors this small is mostly overhead.
+    cached_arr = np.asarray(cached)
+    slots = cached_arr[:, None] + np.arange(width)  # (rows, width)
+    positions = slots.copy()
+    mask = np.arange(L)[None, None, :] <= slots[:, :, None]  # the line, and padding
+    before = np.repeat(np.maximum(np.arange(L) - 1, 0)[None], rows, axis=0)
     for b, (c, f, tree) in enumerate(zip(cached, fed, parents, strict=True)):
         n = len(tree)
+        if not n:
+            continue
         start = c + f - n  # the tree's first slot; the last line token sits just before it
-        slots = torch.arange(c, c + width)
-        positions[b] = slots
-        mask[b, 0] = torch.arange(L)[None, :] <= slots[:, None]  # the line, and padding
-        if n:
-            parent = torch.tensor(tree, dtype=torch.long)
-            positions[b, f - n : f] = start + torch.tensor(node_depths(tree), dtype=torch.long)
-            mask[b, 0, f - n : f, start:] = False
-            mask[b, 0, f - n : f, start : start + n] = ancestor_mask(tree)
-            before[b, start : start + n] = torch.where(parent < 0, start - 1, start + parent)
-    return Layout(positions, mask, before)
+        parent = np.asarray(tree)
+        positions[b, f - n : f] = start + np.asarray(node_depths(tree))
+        mask[b, f - n : f, start:] = False
+        mask[b, f - n : f, start : start + n] = ancestor_mask(tree).numpy()
+        before[b, start : start + n] = np.where(parent < 0, start - 1, start + parent)
+    return Layout(
+        torch.from_numpy(positions), torch.from_numpy(mask)[:, None], torch.from_numpy(before)
+    )
 
 
 def keep_path(cache: KVCache, row: int, start: int, nodes: Sequence[int]) -> None:
@@ -198,6 +202,8 @@ def keep_path(cache: KVCache, row: int, start: int, nodes: Sequence[int]) -> Non
     stored before the smear, which reads each key's predecessor when it attends."""
     if list(nodes) != sorted(set(nodes)) or (nodes and (nodes[0] < 0 or start < 1)):
         raise ValueError(f"nodes must be a path, in increasing tree order, got {list(nodes)}")
+    if list(nodes) == list(range(len(nodes))):
+        return  # the path is the tree's first branch, already where decoding puts it
     src = torch.tensor([start + i for i in nodes], dtype=torch.long)
     dst = torch.arange(start, start + len(nodes))
     for buffers in (cache.k, cache.v):
