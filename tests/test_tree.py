@@ -308,3 +308,31 @@ def test_a_drafters_tree_is_checked_like_any_input(model):
         tree_speculate(model, [Bad(chain([1]))], [prompt], params, max_nodes=60)
     with pytest.raises(ValueError, match="at least one rank path"):
         TreeShape(())
+
+
+@torch.inference_mode()
+def test_a_tree_grown_level_by_level_in_the_cache_scores_as_one_pass(model):
+    context = [3, 17, 4, 9, 22]
+    tokens = [11, 12, 13, 14, 15, 16]
+    cache = model.new_cache(1)
+    model(torch.tensor([context]), cache)  # all of the context cached, as a drafter does
+    whole = model(torch.tensor([tokens]), cache, layout=tree_layout([5], [6], [PARENTS]))[0]
+    cache.crop(5)
+    levels = [[0, 1], [2, 3, 4], [5]]  # consecutive groups, each fed after the last
+    done, parts = 0, []
+    for level in levels:
+        new = len(level)
+        layout = tree_layout([5 + done], [new], [PARENTS[: done + new]], kept=[done])
+        parts.append(model(torch.tensor([tokens[done : done + new]]), cache, layout=layout)[0])
+        done += new
+    torch.testing.assert_close(torch.cat(parts), whole, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="kept"):
+        tree_layout([5], [2], [PARENTS], kept=[3])  # kept nodes must be fed alone
+
+
+def test_ranked_orders_like_a_stable_sort_ties_to_the_lower_id():
+    from specdec_lib.engine.tree import ranked
+
+    row = torch.tensor([0.5, 2.0, 1.0, 2.0, -1.0])
+    order = torch.argsort(row, descending=True, stable=True).tolist()
+    assert [ranked(row, r) for r in range(5)] == order == [1, 3, 2, 0, 4]

@@ -29,7 +29,7 @@ from safetensors.torch import load_file
 from specdec_lib.checks import check_int
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams, process_logits, sample
-from specdec_lib.engine.tree import TokenTree, TreeShape
+from specdec_lib.engine.tree import TokenTree, TreeShape, ranked
 from specdec_lib.engine.weights import WEIGHTS_DIR, read_manifest, sha256
 
 HEADS_FILE = "heads.safetensors"
@@ -109,8 +109,7 @@ class HeadsTreeDrafter:
                 continue
             head = logits[len(path) - 1]
             if params.greedy:
-                order = torch.argsort(head, descending=True, stable=True)
-                token, row = int(order[path[-1]]), None
+                token, row = ranked(head, path[-1]), None
             else:
                 mass = left.setdefault(path[:-1], process_logits(head, params).clone())
                 if float(mass.sum()) <= 1e-12:

@@ -149,45 +149,57 @@ def ancestor_mask(parents: Sequence[int]) -> torch.Tensor:
 
 
 def tree_layout(
-    cached: Sequence[int], fed: Sequence[int], parents: Sequence[Sequence[int]]
+    cached: Sequence[int],
+    fed: Sequence[int],
+    parents: Sequence[Sequence[int]],
+    kept: Sequence[int] | None = None,
 ) -> Layout:
     """The layout of a pass whose rows each feed some tokens in a line, then a tree.
 
     Row b has ``cached[b]`` tokens in the cache and feeds ``fed[b]`` tokens (padding after
-    them up to the widest row), of which the last ``len(parents[b])`` are its tree's nodes
-    in index order. A line token sits at its slot and sees every slot up to its own; a
-    node sits at the position after the last line token plus its depth and sees the
-    line (the context) and its ancestors, never a sibling or a cousin. Each node's key
-    smears with its parent's (with the last line token's, for the root's children).
+    them up to the widest row), of which the last are its tree's nodes in index order. A
+    line token sits at its slot and sees every slot up to its own; a node sits at the
+    position after the last line token plus its depth and sees the line (the context)
+    and its ancestors, never a sibling or a cousin. Each node's key smears with its
+    parent's (with the last line token's, for the root's children). ``kept[b]`` of the
+    tree's first nodes may already be in the cache from an earlier pass (a drafter
+    growing its tree level by level): then the row feeds only the rest, and nothing else.
     """
     rows = len(cached)
-    if len(fed) != rows or len(parents) != rows:
+    kept = [0] * rows if kept is None else list(kept)
+    if not len(fed) == len(parents) == len(kept) == rows:
         raise ValueError(
-            f"cached, fed and parents must have one entry per row, got {rows}, "
-            f"{len(fed)}, {len(parents)}"
+            f"cached, fed, parents and kept must have one entry per row, got {rows}, "
+            f"{len(fed)}, {len(parents)}, {len(kept)}"
         )
-    for c, f, tree in zip(cached, fed, parents, strict=True):
+    starts = []
+    for c, f, tree, k in zip(cached, fed, parents, kept, strict=True):
         _check_parents(tree)
-        if not len(tree) <= f or c + f - len(tree) < 1:
-            raise ValueError(f"a row must feed its tree's {len(tree)} nodes, after >= 1 token")
+        new = len(tree) - k
+        start = c - k + f - new  # the tree's first slot; the last line token sits before it
+        if not (0 <= k <= min(len(tree), c) and new <= f and start >= 1) or (k and f != new):
+            raise ValueError(
+                f"a row must feed its tree's {new} new nodes after >= 1 token (only them "
+                f"if {k} are kept), got fed={f}, cached={c}"
+            )
+        starts.append(start)
     width = max(fed)
     L = max(c + width for c in cached)
     # Built in NumPy, a handful of array operations per row, then handed over in one piece:
     # the loop runs every round, and each torch call on tensors this small is mostly overhead.
-    cached_arr = np.asarray(cached)
-    slots = cached_arr[:, None] + np.arange(width)  # (rows, width)
+    slots = np.asarray(cached)[:, None] + np.arange(width)  # (rows, width)
     positions = slots.copy()
     mask = np.arange(L)[None, None, :] <= slots[:, :, None]  # the line, and padding
     before = np.repeat(np.maximum(np.arange(L) - 1, 0)[None], rows, axis=0)
-    for b, (c, f, tree) in enumerate(zip(cached, fed, parents, strict=True)):
+    for b, (f, tree, k, start) in enumerate(zip(fed, parents, kept, starts, strict=True)):
         n = len(tree)
-        if not n:
+        if n == k:
             continue
-        start = c + f - n  # the tree's first slot; the last line token sits just before it
+        rows_fed = slice(f - (n - k), f)
         parent = np.asarray(tree)
-        positions[b, f - n : f] = start + np.asarray(node_depths(tree))
-        mask[b, f - n : f, start:] = False
-        mask[b, f - n : f, start : start + n] = ancestor_mask(tree).numpy()
+        positions[b, rows_fed] = start + np.asarray(node_depths(tree))[k:]
+        mask[b, rows_fed, start:] = False
+        mask[b, rows_fed, start : start + n] = ancestor_mask(tree).numpy()[k:]
         before[b, start : start + n] = np.where(parent < 0, start - 1, start + parent)
     return Layout(
         torch.from_numpy(positions), torch.from_numpy(mask)[:, None], torch.from_numpy(before)
@@ -209,6 +221,17 @@ def keep_path(cache: KVCache, row: int, start: int, nodes: Sequence[int]) -> Non
     for buffers in (cache.k, cache.v):
         for layer in buffers:
             layer[row, :, dst] = layer[row, :, src]  # gathered first, so overlaps are safe
+
+
+def ranked(logits: torch.Tensor, rank: int) -> int:
+    """The ``rank``-th likeliest token of a row of logits (0: the argmax), ties to the lower
+    id, as a stable sort would order them; ``topk``, not a full sort, which costs ten times
+    as much on a 4,255-token row and runs for every node of every tree."""
+    if rank == 0:
+        return argmax(logits)
+    top = torch.topk(logits, rank + 1)
+    order = sorted(zip((-top.values).tolist(), top.indices.tolist(), strict=True))
+    return order[rank][1]
 
 
 def _one_hot(token: int, vocab_size: int) -> torch.Tensor:

@@ -25,6 +25,7 @@ from specdec_lib.engine.tree import (
     TokenTree,
     TreeShape,
     keep_path,
+    ranked,
     tree_layout,
     walk_greedy,
     walk_sampled,
@@ -51,10 +52,12 @@ class DraftModelTreeDrafter(DraftModelDrafter):
     """A draft model filling a static :class:`TreeShape`, one draft pass per level.
 
     Level by level: the first pass scores the context (the cache keeps it, as for a
-    chain); each further pass feeds the tree drafted so far with the tree layout, so every
-    node is scored after its own ancestors. Greedy, a node's rank-r child is the draft's
-    r-th likeliest token; sampled, its r-th draw without replacement from the draft's
-    processed distribution, recorded with the distribution it was drawn from.
+    chain); each further pass feeds the newest level's nodes with the tree layout, the
+    earlier levels already in the draft's cache, so every node is scored after its own
+    ancestors. The tree's entries are cropped away after drafting. Greedy, a node's
+    rank-r child is the draft's r-th likeliest token; sampled, its r-th draw without
+    replacement from the draft's processed distribution, recorded with the distribution
+    it was drawn from.
     """
 
     def __init__(self, draft_model: TinyGPT, shape: TreeShape, name: str = "") -> None:
@@ -77,13 +80,18 @@ class DraftModelTreeDrafter(DraftModelDrafter):
         index: dict[tuple[int, ...], int] = {}
         passes = 1
         for depth in range(1, min(self.shape.depth, max_depth) + 1):
-            if depth > 1:  # score the last level's nodes, after their ancestors
-                layout = tree_layout([n_context], [len(tokens)], [parents])
-                self.cache.crop(n_context)
-                out = self.model(torch.tensor([tokens]), self.cache, layout=layout)[0]
-                self.cache.crop(n_context)
+            if depth > 1:  # score the last level's nodes, after their ancestors (cached)
+                done = sum(len(p) < depth - 1 for p in index)  # nodes of earlier levels
+                layout = (  # a chain so far is a plain pass: no layout needed
+                    None
+                    if parents == list(range(-1, len(parents) - 1))
+                    else tree_layout(
+                        [n_context + done], [len(tokens) - done], [parents], kept=[done]
+                    )
+                )
+                out = self.model(torch.tensor([tokens[done:]]), self.cache, layout=layout)[0]
                 passes += 1
-                logits.update({p: out[i] for p, i in index.items() if len(p) == depth - 1})
+                logits.update({p: out[i - done] for p, i in index.items() if len(p) == depth - 1})
             for path in (p for p in self.shape.paths if len(p) == depth):
                 if path[:-1] not in logits:  # its parent was not drawn
                     continue
@@ -95,6 +103,7 @@ class DraftModelTreeDrafter(DraftModelDrafter):
                 parents.append(index.get(path[:-1], -1))
                 tokens.append(token)
                 rows.append(row)
+        self.cache.crop(n_context)  # the tree's entries go; the context stays cached
         probs = None if params.greedy else torch.stack(rows) if rows else None
         return TokenTree(tokens, parents, probs, draft_passes=passes)
 
@@ -103,8 +112,7 @@ class DraftModelTreeDrafter(DraftModelDrafter):
         from: the elder siblings' tokens are excluded (without replacement)."""
         elder = [tokens[index[path[:-1] + (r,)]] for r in range(path[-1])]
         if params.greedy:  # deterministic: the r-th likeliest
-            order = torch.argsort(logits, descending=True, stable=True)
-            return int(order[path[-1]]), None
+            return ranked(logits, path[-1]), None
         q = process_logits(logits, params).clone()
         q[elder] = 0.0
         total = float(q.sum())
