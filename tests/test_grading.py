@@ -36,9 +36,10 @@ from specdec_lib.grading.harness import (
     as_tokens,
     as_verification,
     call_student,
+    catch_rates,
     run_check,
 )
-from specdec_lib.grading.mistakes import MISTAKES, REFERENCES, Mistake, catch_rates, dist_reference
+from specdec_lib.grading.mistakes import MISTAKES, REFERENCES, Mistake, dist_reference
 from specdec_lib.grading.sampled import binomial_tail
 
 SEEDS = {
@@ -51,6 +52,7 @@ SEEDS = {
     "check_cache_lengths": range(2),
     "check_bernoulli_drafter": range(5),
     "check_slower_from": range(5),
+    "check_tokens_per_pass": range(5),
 }
 
 
@@ -194,6 +196,9 @@ def _stubs():
     def slower_from(rows):
         raise NotImplementedError()
 
+    def tokens_per_pass(rates, k):
+        raise NotImplementedError()
+
     def rollback_batch(rows, lengths, proposed, accepted, block_size):
         raise NotImplementedError()
 
@@ -204,7 +209,8 @@ def _stubs():
         def propose(self, context, k, params, generator=None):
             raise NotImplementedError()
 
-    stubs = [speculative_generate, decode_step_bytes, propose, accept_greedy, break_even_c]
+    stubs = [speculative_generate, decode_step_bytes, propose, accept_greedy, tokens_per_pass]
+    stubs += [break_even_c]
     stubs += [accept_sampled, distribution_test, expected_cache_lengths, rollback_batch]
     stubs += [BernoulliDrafter]
     stubs += [slower_from]  # in CHECKS order
@@ -354,7 +360,8 @@ def test_catch_rates_count_each_mistake_and_the_false_alarms_of_the_reference():
 
 def test_grading_modules_import_one_way_without_private_names_or_function_level_imports():
     package = Path(G.__file__).parent
-    order = ["report", "rollback", "mistakes", "harness", "exact", "sampled", "speculative"]
+    order = ["report", "rollback", "per_pass", "mistakes", "harness", "exact", "sampled"]
+    order += ["speculative"]
     order += ["__init__", "__main__"]
     assert sorted(order) == sorted(p.stem for p in package.glob("*.py"))
     for rank, stem in enumerate(order):

@@ -1,7 +1,8 @@
 """Autograders for the exercises: the course's negative controls, aimed at student code.
 
 Each ``check_*`` takes the student's function and returns a :class:`Report`; it never raises
-because of the student's code. Imports flow one way: report, mistakes, harness, the checks.
+because of the student's code. Imports flow one way: report, the mistakes (rollback,
+per_pass, mistakes), harness, the checks.
 """
 
 # ruff: noqa: F401 (the checks are imported for CHECKS and as the public names)
@@ -13,6 +14,7 @@ from .exact import (
     check_decode_step_bytes,
     check_ngram_drafter,
     check_slower_from,
+    check_tokens_per_pass,
 )
 from .harness import LOG_ENV
 from .report import Diagnosis, Report
@@ -23,8 +25,9 @@ from .speculative import check_speculative_generate
 CHECKS = {
     name: globals()[name]
     for name in """check_speculative_generate check_decode_step_bytes check_ngram_drafter
-    check_accept_greedy check_break_even_c check_accept_sampled check_distribution_test
-    check_cache_lengths check_batch_rollback check_bernoulli_drafter check_slower_from""".split()
+    check_accept_greedy check_tokens_per_pass check_break_even_c check_accept_sampled
+    check_distribution_test check_cache_lengths check_batch_rollback check_bernoulli_drafter
+    check_slower_from""".split()
 }
 
 __all__ = ["CHECKS", "LOG_ENV", "Diagnosis", "Report", *CHECKS]

@@ -10,7 +10,8 @@ import time
 from specdec_lib.engine.weights import load_model
 
 from . import CHECKS
-from .mistakes import MISTAKES, catch_rates
+from .harness import catch_rates
+from .mistakes import MISTAKES
 
 _SLOW = {"check_speculative_generate": ("target", "draft"), "check_cache_lengths": ("target",)}
 

@@ -181,6 +181,29 @@ check_break_even_c = ExactCheck(
 )
 
 
+def _rate_cases(seed: int) -> list[tuple[tuple[float, ...], int]]:
+    """40 random acceptance rates per position (zeros and ones among them), k = 1 to 10,
+    sometimes with more rates than k."""
+    rng = random.Random(f"rates/{seed}")
+    cases = [((1.0,) * 6, 6), ((0.0, 1.0, 1.0), 3), ((0.5,), 1)]
+    for _ in range(37):
+        k = rng.randint(1, 10)
+        rates = tuple(rng.choice([0.0, 1.0, round(rng.random(), 3)]) for _ in range(k))
+        cases.append((rates + tuple(round(rng.random(), 3) for _ in range(rng.randint(0, 2))), k))
+    return cases
+
+
+check_tokens_per_pass = ExactCheck(
+    "check_tokens_per_pass",
+    _rate_cases,
+    lambda fn, c: _number(call_student(fn, "tokens_per_pass", list(c[0]), c[1]), "tokens_per_pass"),
+    lambda c: f"rates = {list(c[0])}, k = {c[1]}",
+    """Check ``tokens_per_pass(rates, k) -> float``: expected tokens per target pass when
+    draft position i is accepted at ``rates[i]`` given the drafts before it, against the
+    library's theory on 40 random cases (to nine decimals).""",
+)
+
+
 def _runs(seed: int, target: torch.nn.Module | None = None) -> list[tuple[int, list]]:
     """Eight cached runs: copy and novel prompts, n-gram and model drafters, greedy and
     sampled, k = 1 to 6, each with the engine's record of its cache lengths."""

@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .mistakes import MISTAKES, REFERENCES
 from .report import Diagnosis, Report
 
 # Where ``scripts/coursework.py grade`` collects the reports of a notebook.
@@ -173,3 +174,15 @@ def as_verification(value: Any, name: str) -> tuple[list[int], int]:
         what = f"`{name}` must return a pair (emitted, n_accepted), got {value!r:.60}."
         raise Abort(Diagnosis.WRONG_TYPE, what)
     return as_tokens(value[0], "emitted"), as_int(value[1], "n_accepted")
+
+
+def catch_rates(check: Callable, seeds: Sequence[int], **kwargs: object) -> dict[str, tuple]:
+    """``{mistake: (caught, runs)}``: how often ``check`` gives each of its mistakes their
+    diagnosis over ``seeds``; under ``"false alarms"``, how often the reference failed."""
+    name, n = check.__name__, len(seeds)
+    rates = {
+        label: (sum(check(m.function, seed=s, **kwargs).diagnosis is m.diagnosis for s in seeds), n)
+        for label, m in MISTAKES[name].items()
+    }
+    rates["false alarms"] = (sum(not check(REFERENCES[name], seed=s, **kwargs) for s in seeds), n)
+    return rates

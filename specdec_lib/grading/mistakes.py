@@ -28,6 +28,7 @@ from specdec_lib.engine.verify import (
     accept_sampled_biased,
 )
 
+from .per_pass import PER_PASS_SLIPS, per_pass_reference
 from .report import Diagnosis as D
 from .rollback import in_dict_order, in_row_order, rollback_as
 
@@ -360,6 +361,7 @@ MISTAKES: dict[str, dict[str, Mistake]] = {
         ("one coin per round", _bernoulli(per_round=True), D.DEPENDENT_SPOILS),
         ("ignores k", _bernoulli(cap=False), D.IGNORES_K),
     ),
+    "check_tokens_per_pass": _table(*PER_PASS_SLIPS),
     "check_slower_from": _table(
         ("point estimate", lambda rows: _first(rows, lambda r: r["speedup"] < 1), D.POINT_ESTIMATE),
         ("wrong end", lambda rows: _first(rows, lambda r: r["speedup_low"] < 1), D.WRONG_END),
@@ -384,16 +386,5 @@ REFERENCES: dict[str, Callable] = {
     "check_batch_rollback": _rollback_reference,
     "check_bernoulli_drafter": _bernoulli(),
     "check_slower_from": _slower_reference,
+    "check_tokens_per_pass": per_pass_reference,
 }
-
-
-def catch_rates(check: Callable, seeds: Sequence[int], **kwargs: object) -> dict[str, tuple]:
-    """``{mistake: (caught, runs)}``: how often ``check`` gives each of its mistakes their
-    diagnosis over ``seeds``; under ``"false alarms"``, how often the reference failed."""
-    name, n = check.__name__, len(seeds)
-    rates = {
-        label: (sum(check(m.function, seed=s, **kwargs).diagnosis is m.diagnosis for s in seeds), n)
-        for label, m in MISTAKES[name].items()
-    }
-    rates["false alarms"] = (sum(not check(REFERENCES[name], seed=s, **kwargs) for s in seeds), n)
-    return rates

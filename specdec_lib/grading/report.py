@@ -99,6 +99,10 @@ DEPENDENT_SPOILS | spoils tokens together | Draw one coin per token.
 POINT_ESTIMATE | claims a crossover from the point estimate | Read the interval: speedup_high < 1.
 WRONG_END | reads the wrong end of the interval | Below 1 means speedup_high < 1.
 ASSUMES_SORTED | assumes the rows are sorted by batch size | Return the smallest batch size.
+NO_TARGET_TOKEN | leaves out the target's own token | A round adds one token of the target's.
+ADDS_RATES | adds the rates instead of multiplying them | Draft i needs drafts 0 to i all kept.
+FIRST_RATE_ONLY | uses the first rate at every position | Draft i is accepted at rates[i].
+ONE_RATE_TOO_FEW | multiplies one rate too few | Draft i is kept at rates[0] x ... x rates[i].
 """),
         module=__name__,
         qualname="Diagnosis",
