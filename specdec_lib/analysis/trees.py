@@ -24,7 +24,7 @@ from specdec_lib.engine.generate import generate
 from specdec_lib.engine.heads import MedusaHeads
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
-from specdec_lib.engine.tree import TokenTree, TreeShape
+from specdec_lib.engine.tree import TokenTree, TreeShape, remaining
 from specdec_lib.engine.tree_decode import Walk
 
 
@@ -112,11 +112,7 @@ def _sibling_tree(tokens: list[int], q: torch.Tensor, recorded: str) -> TokenTre
     """Root children ``tokens`` drawn in turn without replacement from ``q``; each row is
     what its token was drawn from (``"drawn"``), or q for all (``"parent"``: the
     with-replacement rule's assumption, wrong for these draws)."""
-    rows = []
-    left = q.clone()
-    for token in tokens:
-        rows.append(left / left.sum() if recorded == "drawn" else q)
-        left[token] = 0.0
+    rows = [remaining(q, tokens[:i]) if recorded == "drawn" else q for i in range(len(tokens))]
     return TokenTree(list(tokens), [-1] * len(tokens), torch.stack(rows))
 
 
@@ -187,13 +183,9 @@ def sampled_first_tokens(
     tokens = np.empty(n, dtype=np.int64)
     q = q.to(torch.float64)
     for i in range(n):
-        left, drawn = q.clone(), []
-        for _ in range(m):
-            if float(left.sum()) <= 1e-12:
-                break
-            x = int(torch.multinomial(left / left.sum(), 1, generator=generator))
-            drawn.append(x)
-            left[x] = 0.0
+        drawn: list[int] = []
+        while len(drawn) < m and (left := remaining(q, drawn)) is not None:
+            drawn.append(int(torch.multinomial(left, 1, generator=generator)))
         tree = _sibling_tree(drawn, q, recorded)
         tokens[i] = walk(logits[: len(tree) + 1], tree, params, generator)[1][0]
     return tokens

@@ -28,8 +28,8 @@ from safetensors.torch import load_file
 
 from specdec_lib.checks import check_int
 from specdec_lib.engine.model import TinyGPT
-from specdec_lib.engine.sampling import SamplingParams, process_logits, sample
-from specdec_lib.engine.tree import TokenTree, TreeShape, ranked
+from specdec_lib.engine.sampling import SamplingParams
+from specdec_lib.engine.tree import TokenTree, TreeShape, draw_child
 from specdec_lib.engine.weights import WEIGHTS_DIR, read_manifest, sha256
 
 HEADS_FILE = "heads.safetensors"
@@ -103,20 +103,14 @@ class HeadsTreeDrafter:
         tokens: list[int] = []
         parents: list[int] = []
         rows: list[torch.Tensor] = []
-        left: dict[tuple[int, ...], torch.Tensor] = {}  # per parent: mass not yet drawn
         for path in self.shape.paths:
             if len(path) > max_depth or (len(path) > 1 and path[:-1] not in index):
                 continue
-            head = logits[len(path) - 1]
-            if params.greedy:
-                token, row = ranked(head, path[-1]), None
-            else:
-                mass = left.setdefault(path[:-1], process_logits(head, params).clone())
-                if float(mass.sum()) <= 1e-12:
-                    continue
-                row = mass / mass.sum()
-                token = sample(row, generator)
-                mass[token] = 0.0
+            elder = [tokens[index[path[:-1] + (r,)]] for r in range(path[-1])]
+            drawn = draw_child(logits[len(path) - 1], path[-1], elder, params, generator)
+            if drawn is None:
+                continue
+            token, row = drawn
             index[path] = len(tokens)
             parents.append(index.get(path[:-1], -1))
             tokens.append(token)

@@ -314,3 +314,29 @@ def typical_walk(
             return path, [tree.tokens[i] for i in path] + [sample(r, generator)]
         node = nxt
         path.append(nxt)
+
+
+def remaining(q: torch.Tensor, drawn: Sequence[int]) -> torch.Tensor | None:
+    """``q`` with the tokens already ``drawn`` removed and the rest renormalised: the
+    distribution the next draw without replacement comes from (``None``: nothing left)."""
+    left = q.to(torch.float64).clone()
+    left[list(drawn)] = 0.0
+    total = float(left.sum())
+    return None if total <= 1e-12 else left / total
+
+
+def draw_child(
+    logits: torch.Tensor,
+    rank: int,
+    elder: Sequence[int],
+    params: SamplingParams,
+    generator: torch.Generator | None,
+) -> tuple[int, torch.Tensor | None] | None:
+    """A node's rank-``rank`` child from its drafter's ``logits``, after its ``elder``
+    siblings' tokens: greedy, the rank-th likeliest token (no distribution); sampled, a
+    draw without replacement, with the distribution it was drawn from (``None``: the
+    drafter's processed distribution has nothing left to draw)."""
+    if params.greedy:
+        return ranked(logits, rank), None
+    q = remaining(process_logits(logits, params), elder)
+    return None if q is None else (sample(q, generator), q)

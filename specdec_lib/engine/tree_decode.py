@@ -20,12 +20,12 @@ from specdec_lib.checks import check_ids, check_int, check_prompts
 from specdec_lib.engine.drafters import DraftModelDrafter
 from specdec_lib.engine.generate import PAD_ID, RoundRecord, SpeculationStats
 from specdec_lib.engine.model import TinyGPT
-from specdec_lib.engine.sampling import SamplingParams, process_logits, sample
+from specdec_lib.engine.sampling import SamplingParams
 from specdec_lib.engine.tree import (
     TokenTree,
     TreeShape,
+    draw_child,
     keep_path,
-    ranked,
     tree_layout,
     walk_greedy,
     walk_sampled,
@@ -95,7 +95,8 @@ class DraftModelTreeDrafter(DraftModelDrafter):
             for path in (p for p in self.shape.paths if len(p) == depth):
                 if path[:-1] not in logits:  # its parent was not drawn
                     continue
-                drawn = self._draw(logits[path[:-1]], path, index, tokens, params, generator)
+                elder = [tokens[index[path[:-1] + (r,)]] for r in range(path[-1])]
+                drawn = draw_child(logits[path[:-1]], path[-1], elder, params, generator)
                 if drawn is None:
                     continue
                 token, row = drawn
@@ -106,20 +107,6 @@ class DraftModelTreeDrafter(DraftModelDrafter):
         self.cache.crop(n_context)  # the tree's entries go; the context stays cached
         probs = None if params.greedy else torch.stack(rows) if rows else None
         return TokenTree(tokens, parents, probs, draft_passes=passes)
-
-    def _draw(self, logits, path, index, tokens, params, generator):  # noqa: ANN001, ANN202
-        """The rank-``path[-1]`` child under ``path[:-1]``, and the distribution it was drawn
-        from: the elder siblings' tokens are excluded (without replacement)."""
-        elder = [tokens[index[path[:-1] + (r,)]] for r in range(path[-1])]
-        if params.greedy:  # deterministic: the r-th likeliest
-            return ranked(logits, path[-1]), None
-        q = process_logits(logits, params).clone()
-        q[elder] = 0.0
-        total = float(q.sum())
-        if total <= 1e-12:  # every token the draft allows is drawn already
-            return None
-        q /= total
-        return sample(q, generator), q
 
 
 class NgramTreeDrafter:
