@@ -29,6 +29,7 @@ from specdec_lib.engine.verify import (
 )
 
 from .per_pass import PER_PASS_SLIPS, per_pass_reference
+from .replay_slips import REPLAY_SLIPS, counts_reference
 from .report import Diagnosis as D
 from .rollback import in_dict_order, in_row_order, rollback_as
 
@@ -362,6 +363,7 @@ MISTAKES: dict[str, dict[str, Mistake]] = {
         ("ignores k", _bernoulli(cap=False), D.IGNORES_K),
     ),
     "check_tokens_per_pass": _table(*PER_PASS_SLIPS),
+    "check_predict_counts": _table(*REPLAY_SLIPS),
     "check_slower_from": _table(
         ("point estimate", lambda rows: _first(rows, lambda r: r["speedup"] < 1), D.POINT_ESTIMATE),
         ("wrong end", lambda rows: _first(rows, lambda r: r["speedup_low"] < 1), D.WRONG_END),
@@ -387,4 +389,5 @@ REFERENCES: dict[str, Callable] = {
     "check_bernoulli_drafter": _bernoulli(),
     "check_slower_from": _slower_reference,
     "check_tokens_per_pass": per_pass_reference,
+    "check_predict_counts": counts_reference,
 }

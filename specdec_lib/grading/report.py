@@ -103,6 +103,9 @@ NO_TARGET_TOKEN | leaves out the target's own token | A round adds one token of 
 ADDS_RATES | adds the rates instead of multiplying them | Draft i needs drafts 0 to i all kept.
 FIRST_RATE_ONLY | uses the first rate at every position | Draft i is accepted at rates[i].
 ONE_RATE_TOO_FEW | multiplies one rate too few | Draft i is kept at rates[0] x ... x rates[i].
+SEES_THE_FUTURE | drafts from tokens not yet written | Draft from prompt + output[:done] only.
+DRAFTS_PAST_THE_END | drafts past the tokens left to write | Draft min(k, tokens left - 1).
+LAGGING_CONTEXT | drafts from a context without the target's last token | Add every emitted token.
 """),
         module=__name__,
         qualname="Diagnosis",
