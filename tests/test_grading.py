@@ -53,6 +53,8 @@ SEEDS = {
     "check_bernoulli_drafter": range(5),
     "check_slower_from": range(5),
     "check_tokens_per_pass": range(5),
+    "check_tree_mask": range(5),
+    "check_verify_children": range(3),
 }
 
 
@@ -209,11 +211,17 @@ def _stubs():
         def propose(self, context, k, params, generator=None):
             raise NotImplementedError()
 
+    def tree_mask_and_positions(parents, n_context):
+        raise NotImplementedError()
+
+    def verify_children(p, q, children, generator=None):
+        raise NotImplementedError()
+
     stubs = [speculative_generate, decode_step_bytes, propose, accept_greedy, tokens_per_pass]
     stubs += [break_even_c]
     stubs += [accept_sampled, distribution_test, expected_cache_lengths, rollback_batch]
     stubs += [BernoulliDrafter]
-    stubs += [slower_from]  # in CHECKS order
+    stubs += [slower_from, tree_mask_and_positions, verify_children]  # in CHECKS order
     return dict(zip(G.CHECKS.values(), stubs, strict=True))
 
 
@@ -360,8 +368,8 @@ def test_catch_rates_count_each_mistake_and_the_false_alarms_of_the_reference():
 
 def test_grading_modules_import_one_way_without_private_names_or_function_level_imports():
     package = Path(G.__file__).parent
-    order = ["report", "rollback", "per_pass", "mistakes", "harness", "exact", "sampled"]
-    order += ["speculative"]
+    order = ["report", "rollback", "per_pass", "tree_slips", "mistakes", "harness", "exact"]
+    order += ["sampled", "speculative", "trees"]
     order += ["__init__", "__main__"]
     assert sorted(order) == sorted(p.stem for p in package.glob("*.py"))
     for rank, stem in enumerate(order):
@@ -415,3 +423,67 @@ def test_the_bernoulli_drafter_check_passes_the_chapter_9_drafter_over_20_seeds(
 
     failed = [s for s in range(20) if not G.check_bernoulli_drafter(BernoulliDrafter, seed=s)]
     assert failed == []
+
+
+def _written_tree_mask(parents, n_context):
+    """Chapter 12's solution: every context slot, then each node's path up to the root."""
+    n = len(parents)
+    mask = torch.zeros(n, n_context + n, dtype=torch.bool)
+    mask[:, :n_context] = True
+    depths = []
+    for i, parent in enumerate(parents):
+        node = i
+        while node >= 0:
+            mask[i, n_context + node] = True
+            node = parents[node]
+        depths.append(0 if parent < 0 else depths[parent] + 1)
+    return mask, [n_context + d for d in depths]
+
+
+def _written_children(q_of, p_in_test):
+    """Chapter 12's multi-draft rule in a student's hand (float32 uniforms), with the
+    distribution each child is divided by, and the one it is tested against, swappable."""
+
+    def verify_children(p, q, children, generator=None):
+        r, left = p.clone(), q.clone()
+        for x in children:
+            drawn_from = q_of(q, left)
+            if torch.rand((), generator=generator) < p_in_test(p, r)[x] / drawn_from[x]:
+                return x
+            r = torch.clamp(p_in_test(p, r) - drawn_from, min=0)
+            r = r / r.sum()
+            left[x] = 0
+        return int(torch.multinomial(r, 1, generator=generator))
+
+    return verify_children
+
+
+def test_the_tree_checks_pass_written_solutions_and_name_the_slips_written_by_hand():
+    without = lambda q, left: left / left.sum()  # noqa: E731
+    current = lambda p, r: r  # noqa: E731
+    for seed in range(20):
+        report = G.check_tree_mask(_written_tree_mask, seed=seed)
+        assert report.passed and report.evidence["trees"] >= 40, report
+    for seed in range(3):
+        assert G.check_verify_children(_written_children(without, current), seed=seed).passed
+
+    def by_slot(parents, n_context):
+        mask, _ = _written_tree_mask(parents, n_context)
+        return mask, torch.arange(n_context, n_context + len(parents))  # a tensor is fine
+
+    def sees_elder_siblings(parents, n_context):
+        mask, positions = _written_tree_mask(parents, n_context)
+        for i, parent in enumerate(parents):
+            for j in range(i):
+                if parents[j] == parent:
+                    mask[i, n_context + j] = True
+        return mask.int().tolist(), positions  # 0/1 lists are fine too
+
+    assert G.check_tree_mask(by_slot).diagnosis is Diagnosis.POSITIONS_BY_INDEX
+    assert G.check_tree_mask(sees_elder_siblings).diagnosis is Diagnosis.SEES_NON_ANCESTOR
+    stale = _written_children(without, lambda p, r: p)
+    with_replacement = _written_children(lambda q, left: q, current)
+    assert G.check_verify_children(stale).diagnosis is Diagnosis.STALE_RESIDUAL
+    assert G.check_verify_children(with_replacement).diagnosis is Diagnosis.DIVIDES_BY_Q
+    shape = G.check_tree_mask(lambda parents, n_context: (torch.ones(2, 2), [0]))
+    assert shape.diagnosis is Diagnosis.WRONG_TYPE and "shape" in shape.message

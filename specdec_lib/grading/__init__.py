@@ -2,7 +2,7 @@
 
 Each ``check_*`` takes the student's function and returns a :class:`Report`; it never raises
 because of the student's code. Imports flow one way: report, the mistakes (rollback,
-per_pass, mistakes), harness, the checks.
+per_pass, tree_slips, mistakes), harness, the checks.
 """
 
 # ruff: noqa: F401 (the checks are imported for CHECKS and as the public names)
@@ -20,6 +20,7 @@ from .harness import LOG_ENV
 from .report import Diagnosis, Report
 from .sampled import check_accept_sampled, check_bernoulli_drafter, check_distribution_test
 from .speculative import check_speculative_generate
+from .trees import check_tree_mask, check_verify_children
 
 #: Every check, by name (the names chapters call and the grading log records), in course order.
 CHECKS = {
@@ -27,7 +28,7 @@ CHECKS = {
     for name in """check_speculative_generate check_decode_step_bytes check_ngram_drafter
     check_accept_greedy check_tokens_per_pass check_break_even_c check_accept_sampled
     check_distribution_test check_cache_lengths check_batch_rollback check_bernoulli_drafter
-    check_slower_from""".split()
+    check_slower_from check_tree_mask check_verify_children""".split()
 }
 
 __all__ = ["CHECKS", "LOG_ENV", "Diagnosis", "Report", *CHECKS]

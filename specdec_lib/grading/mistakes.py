@@ -32,6 +32,7 @@ from .per_pass import PER_PASS_SLIPS, per_pass_reference
 from .replay_slips import REPLAY_SLIPS, counts_reference
 from .report import Diagnosis as D
 from .rollback import in_dict_order, in_row_order, rollback_as
+from .tree_slips import CHILDREN_SLIPS, LAYOUT_SLIPS, children_reference, layout_reference
 
 
 def _drafter(context: Sequence[int], max_n: int, min_n: int) -> NgramDrafter:
@@ -363,6 +364,8 @@ MISTAKES: dict[str, dict[str, Mistake]] = {
         ("ignores k", _bernoulli(cap=False), D.IGNORES_K),
     ),
     "check_tokens_per_pass": _table(*PER_PASS_SLIPS),
+    "check_tree_mask": _table(*LAYOUT_SLIPS),
+    "check_verify_children": _table(*CHILDREN_SLIPS),
     "check_predict_counts": _table(*REPLAY_SLIPS),
     "check_slower_from": _table(
         ("point estimate", lambda rows: _first(rows, lambda r: r["speedup"] < 1), D.POINT_ESTIMATE),
@@ -389,5 +392,7 @@ REFERENCES: dict[str, Callable] = {
     "check_bernoulli_drafter": _bernoulli(),
     "check_slower_from": _slower_reference,
     "check_tokens_per_pass": per_pass_reference,
+    "check_tree_mask": layout_reference,
+    "check_verify_children": children_reference,
     "check_predict_counts": counts_reference,
 }

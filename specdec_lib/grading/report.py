@@ -103,6 +103,13 @@ NO_TARGET_TOKEN | leaves out the target's own token | A round adds one token of 
 ADDS_RATES | adds the rates instead of multiplying them | Draft i needs drafts 0 to i all kept.
 FIRST_RATE_ONLY | uses the first rate at every position | Draft i is accepted at rates[i].
 ONE_RATE_TOO_FEW | multiplies one rate too few | Draft i is kept at rates[0] x ... x rates[i].
+POSITIONS_BY_INDEX | position ids by node index, not by depth | A node sits at n_context + depth.
+SEES_NON_ANCESTOR | a node sees a sibling or another non-ancestor | Mask all but its ancestors.
+MISSES_SELF | a node does not see itself | A node attends to its own slot too.
+MISSES_CONTEXT | a node does not see the context | Every node attends to every context slot.
+MISSES_ANCESTORS | a node does not see every ancestor | Follow the parents up to the root.
+STALE_RESIDUAL | residual not updated between siblings | Test each child against the residual.
+DIVIDES_BY_Q | divides by q, not by what each child was drawn from | Take the siblings out of q.
 SEES_THE_FUTURE | drafts from tokens not yet written | Draft from prompt + output[:done] only.
 DRAFTS_PAST_THE_END | drafts past the tokens left to write | Draft min(k, tokens left - 1).
 LAGGING_CONTEXT | drafts from a context without the target's last token | Add every emitted token.
