@@ -124,3 +124,20 @@ def test_a_grouped_query_tinygpt_caches_only_its_kv_heads_and_agrees_with_itself
 def test_a_config_whose_heads_do_not_split_evenly_is_refused(field, value):
     with pytest.raises(ValueError, match=field):
         ModelConfig(n_head=4, **{field: value})
+
+
+def test_once_converted_a_load_reads_only_the_cache_and_leaves_nothing_on_meta(model, monkeypatch):
+    import gguf
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the GGUF was read again")
+
+    monkeypatch.setattr(gguf, "GGUFReader", refuse)
+    again = smollm2.load_smollm2(block_size=64)
+    assert again.config.block_size == 64
+    assert all(t.device.type == "cpu" for t in [*again.parameters(), *again.buffers()])
+    assert again.lm_head.weight is again.model.embed_tokens.weight
+    ids = torch.tensor([[1, 2, 3]])
+    with torch.inference_mode():
+        assert torch.equal(again(ids), model(ids))
+    assert smollm2.SmolLM2Tokenizer().eos_id == 2  # <|im_end|>, as the GGUF's metadata says

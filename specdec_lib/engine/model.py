@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Integral
 
 import numpy as np
@@ -303,3 +303,27 @@ class TinyGPT(nn.Module):
         x = self.model.norm(x)
         logits = self.lm_head(x)  # (B, T or logits_to_keep, vocab_size)
         return (logits, x) if hidden else logits
+
+
+def early_exit(model: TinyGPT, layers: int) -> TinyGPT:
+    """A drafter made of the target itself: its first ``layers`` decoder layers, then its
+    own final norm and output layer (self-speculation, as in Draft & Verify and LayerSkip).
+
+    Nothing is copied or trained: the returned model shares every tensor with ``model``,
+    so it costs no memory beyond its own KV cache. Its guesses are as good as the target's
+    intermediate hidden state happens to be when read by a head trained on the last
+    layer's; LayerSkip trains the model so that early layers read well, this does not.
+    """
+    if not isinstance(model, TinyGPT):
+        raise ValueError(f"model must be a TinyGPT, got {type(model).__name__}")
+    if check_int("layers", layers) >= model.config.n_layer:
+        raise ValueError(f"layers must lie in [1, {model.config.n_layer - 1}], got {layers}")
+    config = replace(model.config, n_layer=layers)
+    with torch.device("meta"):  # the shape only: every tensor is the target's
+        draft = TinyGPT(config)
+    draft.model["embed_tokens"] = model.model.embed_tokens
+    draft.model["layers"] = nn.ModuleList(model.model.layers[:layers])
+    draft.model["norm"] = model.model.norm
+    draft.lm_head = model.lm_head
+    draft.rope_cos, draft.rope_sin = model.rope_cos, model.rope_sin
+    return draft.eval()

