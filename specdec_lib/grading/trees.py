@@ -225,10 +225,10 @@ def check_verify_children(
         tv = [_tv(law, s[0]) for law, s in zip(laws, situations, strict=True)]
         wrong = [i for i, t in enumerate(tv) if t > _TOLERANCE]
         evidence: dict[str, Any] = {"situations": len(situations), "wrong": len(wrong)}
-        evidence["largest total variation from p"] = max(tv)
-        if not wrong:
+        if not wrong:  # no distance shown: at 1e-16 it would differ from machine to machine
             passed = f"Correct: in all {len(situations)} situations the output is exactly p."
             return Report("check_verify_children", name, True, passed, None, evidence)
+        evidence["largest total variation from p"] = max(tv)
         best, diagnosis = (0.6, 0.9), D.WRONG_DISTRIBUTION
         for label, theirs in _slip_laws(seed).items():
             differs = [i for i, law in enumerate(theirs) if _tv(law, situations[i][0]) > _TOLERANCE]
