@@ -4,6 +4,7 @@
         [--k 4] [--single 12] [--repeats 8] [--blocks 8] [--threads 1] [--seed 2026]
         [--strict] [--out PATH]
     python benchmarks/batch_sweep.py --small --out /tmp/sweep.json   # a one-minute check
+    python benchmarks/batch_sweep.py --scenarios edit --batch-sizes 32,64,128,256   # one workload
 
 For each scenario ("copy", "edit", "answer" and "novel" greedy, "novel T=1" sampled at
 temperature 1) and batch size B, B different prompts are decoded together,
@@ -74,6 +75,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch-sizes", type=_ints, default=[1, 2, 4, 8, 16, 32, 64, 128, 256])
     parser.add_argument("--single", type=int, default=12, help="requests decoded at B = 1")
+    parser.add_argument(
+        "--scenarios", type=lambda t: t.split(","), default=list(SCENARIOS), help="a subset"
+    )
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=8)
@@ -135,10 +139,14 @@ def main(argv: list[str] | None = None) -> None:
         w: [tok.encode(p) for p in workload_prompts(w, biggest, args.seed)]
         for w in {w for w, _ in SCENARIOS.values()}
     }
-    prompts = {name: encoded[w] for name, (w, _) in SCENARIOS.items()}
+    unknown = set(args.scenarios) - set(SCENARIOS)
+    if unknown:
+        raise SystemExit(f"--scenarios must name some of {list(SCENARIOS)}, got {sorted(unknown)}")
+    prompts = {name: encoded[w] for name, (w, _) in SCENARIOS.items() if name in args.scenarios}
     settings = {
         name: SamplingParams(temperature=t, max_tokens=args.tokens)
         for name, (_, t) in SCENARIOS.items()
+        if name in args.scenarios
     }
 
     def seeded(w: str) -> torch.Generator | None:

@@ -33,14 +33,8 @@ one pass).
 from __future__ import annotations
 
 import argparse
-import colorsys
-import fnmatch
-import heapq
-import inspect
-import shlex
 import statistics
 import sys
-import textwrap
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -55,83 +49,20 @@ from specdec_lib.analysis.intervals import (
     position_acceptance,
     tokens_per_pass_estimate,
 )
+from specdec_lib.analysis.novelty import continued_tokens
 from specdec_lib.analysis.provenance import busy_report, run_stamp
 from specdec_lib.analysis.results import save_result
 from specdec_lib.analysis.timing import all_times, interleaved
 from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter
 from specdec_lib.engine.model import early_exit
 from specdec_lib.engine.smollm2 import SmolLM2Tokenizer, load_smollm2
+from specdec_lib.text.stdlib_prompts import SMOLLM2_WORKLOADS, smollm2_prompts
 
 OUT = Path(__file__).parent / "results" / "smollm2_workloads.json"
-WORKLOADS = ("recite", "continue", "explain", "open", "asked_to_repeat")
+WORKLOADS = SMOLLM2_WORKLOADS
 #: (drafter, k): prompt lookup drafts 4; the early exit 2, its later guesses being rarely right
 DRAFTERS = {"ngram": 4, "early_exit": 2}
 EARLY_LAYERS = 24
-FUNCTIONS = [
-    colorsys.rgb_to_hsv,
-    colorsys.hsv_to_rgb,
-    fnmatch.filter,
-    heapq.nlargest,
-    shlex.quote,
-    textwrap.dedent,
-    textwrap.indent,
-    statistics.median,
-]
-QUESTIONS = [
-    "Why is the sky blue?",
-    "Write a short story about a cat.",
-    "What are three good habits for writing code?",
-    "Explain what a hash table is.",
-    "Give me a recipe for pancakes.",
-    "What causes the seasons on Earth?",
-    "How do plants make food?",
-    "Describe a busy train station.",
-]
-
-
-def chat(text: str) -> str:
-    """SmolLM2-Instruct's chat template for one user turn, the assistant's turn opened."""
-    return f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
-
-
-def prompts(workload: str, n: int) -> list[str]:
-    """The first ``n`` prompts of a workload (at most 8)."""
-    if workload == "open":
-        return [chat(q) for q in QUESTIONS[:n]]
-    out = []
-    for fn in FUNCTIONS[:n]:
-        source = inspect.getsource(fn)
-        lines = source.splitlines(keepends=True)
-        if workload == "recite":
-            name = fn.__module__
-            out.append(
-                f"# {name}.py\n{source}\n\n# {name}_copy.py (an exact copy)\n{''.join(lines[:2])}"
-            )
-        elif workload == "asked_to_repeat":
-            out.append(chat(f"Repeat this Python function exactly:\n```python\n{source}```"))
-        elif workload == "explain":
-            out.append(
-                chat(
-                    "Explain what this function does, quoting the lines you explain:\n"
-                    f"```python\n{source}```"
-                )
-            )
-        else:  # continue
-            out.append("".join(lines[: max(3, len(lines) // 3)]))
-    return out
-
-
-def copied_share(prompt: list[int], output: list[int], n: int = 4) -> float:
-    """Share of the output's tokens that end an n-gram seen earlier in prompt + output."""
-    seq, seen, copied = list(prompt), set(), 0
-    for i in range(len(seq) - n + 1):
-        seen.add(tuple(seq[i : i + n]))
-    for t in output:
-        seq.append(t)
-        gram = tuple(seq[-n:])
-        copied += gram in seen
-        seen.add(gram)
-    return copied / max(len(output), 1)
 
 
 def decode_jobs(model, drafters, ids, params, outputs, stats):  # noqa: ANN001, ANN201
@@ -185,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     params = SamplingParams(max_tokens=args.tokens)
     rows, timed = [], {}
     for workload in WORKLOADS:
-        for i, text in enumerate(prompts(workload, args.prompts)):
+        for i, text in enumerate(smollm2_prompts(workload, args.prompts)):
             ids = tok.encode(text)
             outputs, stats = {}, {}
             times = interleaved(
@@ -207,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                     prompt_tokens=len(ids),
                     counts={name: asdict(stats[name]) | {"log": []} for name in drafters},
                     seconds={m: t.wall for m, t in times.items()},
-                    copied_share=copied_share(ids, out),
+                    copied_share=statistics.mean(continued_tokens(ids, out, n=4)),
                     exit_agreement=agreement,
                     ended_turn=tok.eos_id in out,
                     text=tok.decode(out),

@@ -81,3 +81,18 @@ def test_peak_rates_are_positive_and_refuse_an_empty_buffer():
     assert rates.bandwidth > 0 and rates.flops > 0 and rates.balance > 0
     with pytest.raises(ValueError, match="buffer_mb"):
         peak_rates(buffer_mb=0)
+
+
+def test_smollm2_prompts_are_built_from_the_standard_library_and_refuse_bad_requests():
+    from specdec_lib.text.stdlib_prompts import SMOLLM2_WORKLOADS, smollm2_prompts
+
+    for w in SMOLLM2_WORKLOADS:
+        prompts = smollm2_prompts(w, 8)
+        assert len(prompts) == 8 and len(set(prompts)) == 8
+    recite = smollm2_prompts("recite", 1)[0]
+    source, again = recite.split("(an exact copy)\n")
+    assert again and again in source  # the function's first lines, shown twice
+    with pytest.raises(ValueError, match="workload"):
+        smollm2_prompts("copy", 1)
+    with pytest.raises(ValueError, match="n must"):
+        smollm2_prompts("open", 9)

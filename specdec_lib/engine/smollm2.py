@@ -131,7 +131,7 @@ def _state_dict(reader: Any, config: ModelConfig) -> dict[str, torch.Tensor]:
 
 def _write(path: Path, write: Any) -> None:
     """``write(partial)`` then rename: a cache file is whole or absent, never half-written."""
-    partial = path.with_name(path.name + ".partial")
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")  # one per process
     write(str(partial))
     partial.replace(path)
 
