@@ -11,6 +11,7 @@ import torch
 from specdec_lib import ModelConfig, SamplingParams, SpeculationStats, TinyGPT, generate
 from specdec_lib.analysis.hypothesis import distribution_test
 from specdec_lib.analysis.trees import exact_first_token, sampled_first_tokens, sibling_draws
+from specdec_lib.engine import tree_decode
 from specdec_lib.engine.model import Layout
 from specdec_lib.engine.sampling import process_logits
 from specdec_lib.engine.tree import (
@@ -31,6 +32,8 @@ from specdec_lib.engine.tree_decode import (
     tree_speculate,
     tree_speculative_generate,
 )
+from specdec_lib.experiments.mutants import CORRECT
+from specdec_lib.experiments.tree_mutants import TREE_MUTANTS, TinyTreeSetup, tree_end_to_end_test
 
 V = 40
 # node: 0 1 2 3 4 5
@@ -336,3 +339,23 @@ def test_ranked_orders_like_a_stable_sort_ties_to_the_lower_id():
     row = torch.tensor([0.5, 2.0, 1.0, 2.0, -1.0])
     order = torch.argsort(row, descending=True, stable=True).tolist()
     assert [ranked(row, r) for r in range(5)] == order == [1, 3, 2, 0, 4]
+
+
+def test_whole_sampled_tree_generations_follow_the_joint_law_and_a_stale_residual_does_not():
+    # Two tiny models, the draft model's tree of 3 sampled children with a child each, 3
+    # tokens per generation: the first two tokens of 1,000 whole generations (drafts,
+    # layout, walk, kept cache) against the target's exact joint law, at alpha = 1e-3.
+    setup = TinyTreeSetup()
+    stale = next(m for m in TREE_MUTANTS if m.name == "stale residual")
+    with torch.inference_mode():
+        row = setup.target(torch.tensor([setup.context]))[0, -1]
+        q = process_logits(setup.draft(torch.tensor([setup.context]))[0, -1], setup.params)
+    p = process_logits(row, setup.params)
+    draws = sibling_draws(q, 3)
+    with stale.active():  # the bias the test must see: exact, on the first token alone
+        biased = exact_first_token(tree_decode.walk_sampled, row.repeat(4, 1), draws, setup.params)
+    assert 0.5 * float((biased - p).abs().sum()) > 0.1
+    n = 1000
+    assert setup.joint.sum() == pytest.approx(1.0)
+    assert not tree_end_to_end_test(CORRECT, setup, n, seed=0)
+    assert tree_end_to_end_test(stale, setup, n, seed=0)
