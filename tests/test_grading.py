@@ -54,6 +54,7 @@ SEEDS = {
     "check_slower_from": range(5),
     "check_tokens_per_pass": range(5),
     "check_tree_mask": range(5),
+    "check_predict_counts": range(5),
     "check_verify_children": range(3),
 }
 
@@ -217,11 +218,14 @@ def _stubs():
     def verify_children(p, q, children, generator=None):
         raise NotImplementedError()
 
+    def predict_counts(prompt, output, k):
+        raise NotImplementedError()
+
     stubs = [speculative_generate, decode_step_bytes, propose, accept_greedy, tokens_per_pass]
     stubs += [break_even_c]
     stubs += [accept_sampled, distribution_test, expected_cache_lengths, rollback_batch]
     stubs += [BernoulliDrafter]
-    stubs += [slower_from, tree_mask_and_positions, verify_children]  # in CHECKS order
+    stubs += [slower_from, tree_mask_and_positions, verify_children, predict_counts]  # CHECKS order
     return dict(zip(G.CHECKS.values(), stubs, strict=True))
 
 
@@ -368,8 +372,8 @@ def test_catch_rates_count_each_mistake_and_the_false_alarms_of_the_reference():
 
 def test_grading_modules_import_one_way_without_private_names_or_function_level_imports():
     package = Path(G.__file__).parent
-    order = ["report", "rollback", "per_pass", "tree_slips", "mistakes", "harness", "exact"]
-    order += ["sampled", "speculative", "trees"]
+    order = ["report", "rollback", "per_pass", "tree_slips", "replay_slips", "mistakes"]
+    order += ["harness", "exact", "sampled", "speculative", "trees", "replay"]
     order += ["__init__", "__main__"]
     assert sorted(order) == sorted(p.stem for p in package.glob("*.py"))
     for rank, stem in enumerate(order):
