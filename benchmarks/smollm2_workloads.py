@@ -99,6 +99,32 @@ def summarise(rows: list[dict], workload: str) -> dict:
     return out
 
 
+def speedup_rows(by_workload: dict) -> list[dict]:
+    """Each drafter's paired speed-up over plain decoding per workload, as the rows
+    ``benchmarks/compare_runs.py`` pairs between two runs."""
+    return [
+        dict(
+            workload=w,
+            method=f"{d} k={DRAFTERS[d]}",
+            speedup=s[d]["speedup"]["value"],
+            speedup_low=s[d]["speedup"]["low"],
+            speedup_high=s[d]["speedup"]["high"],
+        )
+        for w, s in by_workload.items()
+        for d in DRAFTERS
+    ]
+
+
+def tables(prompts: list[dict]) -> dict:
+    """The result's tables from its per-prompt rows: ``prompts`` themselves,
+    ``by_workload`` (counts and speed-ups with intervals), ``rows`` (speed-ups only)."""
+    by_workload = {w: summarise(prompts, w) for w in WORKLOADS}
+    by_workload["asked_to_repeat"]["recited"] = sum(
+        r["copied_share"] > 0.8 for r in prompts if r["workload"] == "asked_to_repeat"
+    )
+    return {"prompts": prompts, "by_workload": by_workload, "rows": speedup_rows(by_workload)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--prompts", type=int, default=8)
@@ -156,10 +182,6 @@ def main(argv: list[str] | None = None) -> int:
                 + f"; {time.perf_counter() - start:.0f} s",
                 flush=True,
             )
-    summary = {w: summarise(rows, w) for w in WORKLOADS}
-    summary["asked_to_repeat"]["recited"] = sum(
-        r["copied_share"] > 0.8 for r in rows if r["workload"] == "asked_to_repeat"
-    )
     wall, cpu = all_times(timed)
     result = {
         "description": "SmolLM2-135M-Instruct, greedy, batch one: what it writes, and what "
@@ -170,8 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         "early_layers": EARLY_LAYERS,
         "tokens_per_prompt": args.tokens,
         "repeats": args.repeats,
-        "rows": rows,
-        "summary": summary,
+        **tables(rows),
         "seconds": round(time.perf_counter() - start, 1),
         "load": busy_report(wall, cpu, threads=1),
         "stamp": run_stamp(),
