@@ -269,7 +269,8 @@ def walk_sampled(
     mass the rejected child did not cover, and the next child is tested against that. If
     every child is rejected, the token comes from r. Each test is chapter 6's rule with r
     as its target, so by induction the token that leaves a node is distributed as p.
-    ``update_residual=False`` is WRONG ON PURPOSE: every sibling is tested against p.
+    ``update_residual=False`` is WRONG ON PURPOSE: each residual is taken from p and the
+    last rejected child only, forgetting the siblings rejected before it.
     """
     p = process_logits(logits, params)  # (n+1, V)
     q = None if tree.probs is None else tree.probs.detach().to(torch.float64)
