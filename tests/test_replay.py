@@ -98,10 +98,11 @@ def test_bad_input_is_refused_with_a_value_error_naming_the_parameter(args, name
         replay_greedy(*args)
 
 
-def test_the_checker_passes_the_reference_and_names_each_slip_every_time_over_100_seeds():
-    rates = catch_rates(check_predict_counts, range(100))
+def test_the_checker_passes_the_reference_and_names_each_slip_every_time_over_20_seeds():
+    # 100 seeds: `python -m specdec_lib.grading --seeds 100` (each slip 100/100, no false alarm)
+    rates = catch_rates(check_predict_counts, range(20))
     assert set(rates) == {label for label, _, _ in REPLAY_SLIPS} | {"false alarms"}
-    assert rates == dict.fromkeys(rates, (100, 100)) | {"false alarms": (0, 100)}, rates
+    assert rates == dict.fromkeys(rates, (20, 20)) | {"false alarms": (0, 20)}, rates
     diagnoses = {m.diagnosis for m in MISTAKES["check_predict_counts"].values()}
     assert diagnoses == {
         Diagnosis.NO_TARGET_TOKEN,

@@ -36,7 +36,7 @@ from typing import NamedTuple
 import torch
 
 from specdec_lib.engine.drafters import Drafter
-from specdec_lib.engine.model import KVCache, TinyGPT
+from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
 
 
@@ -218,10 +218,10 @@ def _time_cached_passes(
     """Time one pass of each ``new[key]`` (B x T tokens) after ``context`` (one row, the
     same for every sequence) in a cache of B sequences, with :func:`interleaved`; the cache
     is rolled back to the context, untimed, before every pass."""
-    sizes = sorted({int(t.shape[0]) for t in new.values()})
-    # the context's keys and values computed once, for one row, and copied to every row:
-    # prefilling 64 rows of a real model would take longer than the timing itself
-    caches = _prefilled(model, context, sizes)
+    caches = {}
+    for b in sorted({int(t.shape[0]) for t in new.values()}):
+        caches[b] = model.new_cache(b)
+        model(context.expand(b, -1), caches[b])
     n = context.shape[1]
 
     def run(key: Hashable) -> Callable[[], object]:
@@ -364,17 +364,3 @@ def print_progress(repeats: int, start: float) -> Callable[[int], None]:
         print(f"repeat {r}/{repeats} ({time.perf_counter() - start:.0f} s)", flush=True)
 
     return progress
-
-
-def _prefilled(model: TinyGPT, context: torch.Tensor, sizes: Sequence[int]) -> dict[int, KVCache]:
-    """A cache of B rows for each B in ``sizes``, every row holding ``context`` (1, n)."""
-    one, n = model.new_cache(1), context.shape[1]
-    model(context, one)
-    caches = {}
-    for b in sizes:
-        cache = caches[b] = model.new_cache(b)
-        for layer in range(model.config.n_layer):
-            cache.k[layer][:, :, :n] = one.k[layer][:, :, :n]
-            cache.v[layer][:, :, :n] = one.v[layer][:, :, :n]
-        cache.lengths = [n] * b  # what a prefill of every row would have set
-    return caches
