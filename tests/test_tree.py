@@ -359,3 +359,70 @@ def test_whole_sampled_tree_generations_follow_the_joint_law_and_a_stale_residua
     assert setup.joint.sum() == pytest.approx(1.0)
     assert not tree_end_to_end_test(CORRECT, setup, n, seed=0)
     assert tree_end_to_end_test(stale, setup, n, seed=0)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(temperature=1.0, top_k=3, max_tokens=24),
+        SamplingParams(temperature=1.0, top_p=0.3, max_tokens=24),
+    ],
+    ids=["top-k 3", "top-p 0.3"],
+)
+def test_tree_drafters_leave_out_children_a_restrictive_filter_cannot_give(params):
+    """A node asks for 5 children (Medusa's root asks for 10) but top-k 3 or a small top-p
+    leaves fewer tokens: the missing children and their subtrees are left out, the tree stays
+    valid, every node is a distinct token the drafter's filter allows, and decoding runs."""
+    from specdec_lib import Tokenizer, load_model, workload_prompts
+    from specdec_lib.engine.heads import HeadsTreeDrafter, load_heads
+
+    target, draft = load_model("target"), load_model("draft")
+    ids = Tokenizer().encode(workload_prompts("novel", 1, seed=3)[0])
+    shape = TreeShape.branching([5, 3, 2])  # 5 + 15 + 30 = 50 nodes asked for
+    g = torch.Generator().manual_seed(0)
+    tree = DraftModelTreeDrafter(draft, shape).draft_tree(ids, 4, params, g)
+    assert 0 < len(tree) < len(shape.paths)
+    with torch.no_grad():
+        allowed = process_logits(draft(torch.tensor([ids]))[0, -1], params) > 0
+    roots = tree.children(-1)
+    assert len(roots) == len({tree.tokens[i] for i in roots}) <= int(allowed.sum())
+    assert all(bool(allowed[tree.tokens[i]]) for i in roots)
+    assert torch.allclose(tree.probs.sum(-1), torch.ones(len(tree), dtype=tree.probs.dtype))
+
+    heads = HeadsTreeDrafter(load_heads(target), shape)
+    with torch.no_grad():
+        _, hidden = target(torch.tensor([ids]), hidden=True)
+    heads.observe(hidden[0, -1], len(ids))
+    htree = heads.draft_tree(ids, 4, params, g)
+    assert 0 < len(htree) < len(shape.paths)
+    assert len(htree.children(-1)) == len({htree.tokens[i] for i in htree.children(-1)})
+
+    for drafter in (DraftModelTreeDrafter(draft, shape), HeadsTreeDrafter(heads.heads, shape)):
+        stats = SpeculationStats()
+        out = tree_speculative_generate(
+            target, drafter, ids, params, 4, torch.Generator().manual_seed(1), stats, max_nodes=50
+        )
+        assert len(out) == params.max_tokens == stats.emitted
+    # the multi-draft walk stays exact when a node asks for more children than q can give
+    g2 = torch.Generator().manual_seed(3)
+    logits = torch.full((4, V), -30.0)
+    logits[:, :5] = torch.randn(4, 5, generator=g2)
+    q = torch.zeros(V, dtype=torch.float64)
+    q[:3] = torch.softmax(torch.randn(3, generator=g2, dtype=torch.float64), 0)  # 3 tokens
+    sampled = SamplingParams(temperature=1.0)
+    got = exact_first_token(walk_sampled, logits, sibling_draws(q, 5), sampled)
+    torch.testing.assert_close(got, process_logits(logits[0], sampled), atol=1e-12, rtol=0)
+
+
+def test_medusas_63_node_tree_runs_through_tree_speculative_generate():
+    from specdec_lib import Tokenizer, load_model, workload_prompts
+
+    target, draft = load_model("target"), load_model("draft")
+    ids = Tokenizer().encode(workload_prompts("copy", 1, seed=2)[0])
+    shape = TreeShape.branching([3, 2, 2, 2, 2])  # 3 + 6 + 12 + 24 + 48 > 63 asked
+    params = SamplingParams(temperature=0, max_tokens=16)
+    drafter = DraftModelTreeDrafter(draft, shape)
+    with pytest.raises(ValueError, match="max_nodes"):
+        tree_speculative_generate(target, drafter, ids, params, 5)  # 93 nodes > 32
+    out = tree_speculative_generate(target, drafter, ids, params, 5, max_nodes=93)
+    assert out == generate(target, ids, params)

@@ -29,7 +29,7 @@ from safetensors.torch import load_file
 from specdec_lib.checks import check_int
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
-from specdec_lib.engine.tree import TokenTree, TreeShape, draw_child
+from specdec_lib.engine.tree import TokenTree, TreeShape, draw_child, elder_tokens
 from specdec_lib.engine.weights import WEIGHTS_DIR, read_manifest, sha256
 
 HEADS_FILE = "heads.safetensors"
@@ -106,7 +106,9 @@ class HeadsTreeDrafter:
         for path in self.shape.paths:
             if len(path) > max_depth or (len(path) > 1 and path[:-1] not in index):
                 continue
-            elder = [tokens[index[path[:-1] + (r,)]] for r in range(path[-1])]
+            elder = elder_tokens(index, tokens, path)
+            if elder is None:  # an elder sibling had nothing left to draw
+                continue
             drawn = draw_child(logits[len(path) - 1], path[-1], elder, params, generator)
             if drawn is None:
                 continue

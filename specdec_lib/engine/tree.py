@@ -326,6 +326,19 @@ def remaining(q: torch.Tensor, drawn: Sequence[int]) -> torch.Tensor | None:
     return None if total <= 1e-12 else left / total
 
 
+def elder_tokens(
+    index: dict[tuple[int, ...], int], tokens: Sequence[int], path: tuple[int, ...]
+) -> list[int] | None:
+    """The tokens of a node's elder siblings (ranks below ``path[-1]``), in rank order, or
+    ``None`` when one of them was not drawn: a restrictive top-k or top-p can leave fewer
+    tokens than a node has children, and a node is drawn only after all its elders (a draw
+    without replacement), so it is left out and the tree stays valid."""
+    keys = [path[:-1] + (r,) for r in range(path[-1])]
+    if any(k not in index for k in keys):
+        return None
+    return [tokens[index[k]] for k in keys]
+
+
 def draw_child(
     logits: torch.Tensor,
     rank: int,

@@ -25,6 +25,7 @@ from specdec_lib.engine.tree import (
     TokenTree,
     TreeShape,
     draw_child,
+    elder_tokens,
     keep_path,
     tree_layout,
     walk_greedy,
@@ -95,7 +96,9 @@ class DraftModelTreeDrafter(DraftModelDrafter):
             for path in (p for p in self.shape.paths if len(p) == depth):
                 if path[:-1] not in logits:  # its parent was not drawn
                     continue
-                elder = [tokens[index[path[:-1] + (r,)]] for r in range(path[-1])]
+                elder = elder_tokens(index, tokens, path)
+                if elder is None:  # an elder sibling had nothing left to draw
+                    continue
                 drawn = draw_child(logits[path[:-1]], path[-1], elder, params, generator)
                 if drawn is None:
                     continue
@@ -281,8 +284,9 @@ def tree_speculative_generate(
     generator: torch.Generator | None = None,
     stats: SpeculationStats | None = None,
     walk: Walk | None = None,
+    max_nodes: int = 32,
 ) -> list[int]:
     """:func:`tree_speculate` for one request."""
     return tree_speculate(
-        target, [drafter], [prompt_token_ids], params, max_depth, generator, stats, walk
+        target, [drafter], [prompt_token_ids], params, max_depth, generator, stats, walk, max_nodes
     )[0]
