@@ -1,35 +1,85 @@
-"""Committed benchmark results, found from wherever the chapter runs.
+"""Stored benchmark results, shipped with the library.
 
-A measurement too slow for a one-minute chapter is made by a script in
-``benchmarks/`` and committed as JSON under ``benchmarks/results/``; the chapter
-plots the file and says so. The file is looked for in the working directory and its
-parents (a chapter runs from ``chapters/`` of a clone; in Colab the set-up cell clones
-the repository and moves there). Nothing is fetched from the network.
+A measurement too slow for a one-minute chapter is made by a script in the course
+repository's ``benchmarks/`` and stored as JSON in the library's package data,
+``specdec_lib/results/<name>.json``; the chapter plots the file and says so. Because
+the files ship inside the package, a chapter finds them wherever it runs: in a clone,
+in a hand-out folder with only ``pip install`` of the library, in Binder or Colab.
+They are read through :mod:`importlib.resources`. Nothing is fetched from the network.
+
+Every script that writes a result writes it to :data:`RESULTS_DIR` (a real folder of
+the checkout when the library is installed editable, ``pip install -e .``), so a re-run
+benchmark replaces the file the chapters read.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+from importlib import resources
 from pathlib import Path
 
-RESULTS = Path("benchmarks") / "results"
+#: Where the stored results live on disk: ``specdec_lib/results/`` of this installation.
+#: Benchmarks write here; with an editable install that is the repository's folder.
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+
+# The suffixes a second or third run of the same benchmark is stored under
+# (``--out``), longest first, and the results no ``benchmarks/<name>.py`` writes.
+_RUN_SUFFIXES = ("_copy_rerun", "_edit_rerun", "_rerun", "_run3", "_copy", "_edit")
+_WRITERS = {
+    "wall_clock_counts": "python benchmarks/wall_clock.py --counts-only",
+    "chapter_times": "OMP_NUM_THREADS=1 python scripts/time_chapters.py",
+    "training_runs": (
+        "python -m specdec_lib.engine.train (each run's probe curve, recorded by hand; "
+        "see the file's description)"
+    ),
+}
 
 
-def _candidates(name: str) -> list[Path]:
-    here = Path.cwd().resolve()
-    return [root / RESULTS / f"{name}.json" for root in (here, *here.parents)]
+def writer(name: str) -> str:
+    """The command in the course repository that writes the stored result ``name``."""
+    if name in _WRITERS:
+        return _WRITERS[name]
+    base = name
+    for suffix in _RUN_SUFFIXES:
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+            break
+    out = "" if base == name else f" --out specdec_lib/results/{name}.json"
+    return f"python benchmarks/{base}.py{out}"
 
 
 def load_result(name: str) -> dict:
-    """The committed benchmark result ``benchmarks/results/<name>.json``."""
-    for path in _candidates(name):
-        if path.is_file():
-            return json.loads(path.read_text())
-    raise FileNotFoundError(
-        f"benchmarks/results/{name}.json not found in {Path.cwd()} or its parents: run the "
-        "chapter from a clone of the course repository (or the script in benchmarks/ that "
-        "writes the file)"
+    """The stored benchmark result ``specdec_lib/results/<name>.json``.
+
+    Raises ``FileNotFoundError`` if the library has no such file and ``ValueError`` if
+    the file is not valid JSON; both messages name the file and the script that writes it.
+    """
+    resource = resources.files("specdec_lib") / "results" / f"{name}.json"
+    how = (
+        f"it is written by `{writer(name)}`, run from a clone of the course repository "
+        "with the library installed editable (`pip install -e .`); or reinstall the library, "
+        "whose package data carries every stored result"
     )
+    if not resource.is_file():
+        stored = resources.files("specdec_lib") / "results"
+        names = (
+            [p.name[:-5] for p in stored.iterdir() if p.name.endswith(".json")]
+            if stored.is_dir()
+            else []
+        )
+        close = difflib.get_close_matches(name, names, n=3)
+        hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+        raise FileNotFoundError(
+            f"stored result {name!r} not found: {resource} does not exist{hint}; {how}"
+        )
+    text = resource.read_text(encoding="utf-8")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"stored result {name!r} is not valid JSON ({resource}: {exc}); {how}"
+        ) from exc
 
 
 def save_result(path: Path, result: dict, strict: bool = False) -> None:
