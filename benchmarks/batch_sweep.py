@@ -52,11 +52,11 @@ from specdec_lib import (
 from specdec_lib.analysis.intervals import paired_rerun_interval, paired_speedup
 from specdec_lib.analysis.provenance import busy_report, run_stamp
 from specdec_lib.analysis.replication import crossover
-from specdec_lib.analysis.results import save_result
+from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.analysis.timing import all_times, interleaved, print_progress
 from specdec_lib.engine.batched import generate_batch, speculative_generate_batch
 
-OUT = Path(__file__).parent / "results" / "batch_sweep.json"
+OUT = RESULTS_DIR / "batch_sweep.json"
 SCENARIOS = {
     "copy": ("copy", 0.0),
     "edit": ("edit", 0.0),

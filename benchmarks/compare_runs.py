@@ -1,9 +1,9 @@
 """Do two runs of a benchmark agree? Every paired interval, and every verdict.
 
-    python benchmarks/compare_runs.py benchmarks/results/wall_clock.json \
-        benchmarks/results/wall_clock_rerun.json
-    python benchmarks/compare_runs.py benchmarks/results/batch_sweep.json \
-        benchmarks/results/batch_sweep_rerun.json
+    python benchmarks/compare_runs.py specdec_lib/results/wall_clock.json \
+        specdec_lib/results/wall_clock_rerun.json
+    python benchmarks/compare_runs.py specdec_lib/results/batch_sweep.json \
+        specdec_lib/results/batch_sweep_rerun.json
     python benchmarks/compare_runs.py RUN1.json RUN2.json RUN3.json ...   # three or more runs
 
 Works on the results of ``wall_clock.py``, ``batch_sweep.py`` and ``smollm2_workloads.py``

@@ -5,7 +5,7 @@
 For each seed in ``COPY_SEEDS``: the share of the first ``--tokens`` tokens of the quoted
 passage that greedy decoding reproduces, position by position, over ``--prompts`` prompts;
 for the trained target, the untrained target and the trained draft. Also the teacher-forced
-loss on "novel" prompts in nats per byte. Writes benchmarks/results/copy_accuracy.json.
+loss on "novel" prompts in nats per byte. Writes specdec_lib/results/copy_accuracy.json.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import torch.nn.functional as F
 
 from specdec_lib import Tokenizer, load_model, workload_examples
 from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import save_result
+from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.analysis.runs import COPY_SEEDS, copy_accuracy
 
-OUT = Path(__file__).parent / "results" / "copy_accuracy.json"
+OUT = RESULTS_DIR / "copy_accuracy.json"
 
 
 @torch.inference_mode()

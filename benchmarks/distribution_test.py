@@ -34,7 +34,7 @@ Three parts, each row at every size the chapter shows:
   above.
 
 Passes iff every false-alarm interval contains alpha and every predicted miss rate
-lies inside its measured interval. Writes benchmarks/results/distribution_test.json.
+lies inside its measured interval. Writes specdec_lib/results/distribution_test.json.
 """
 
 from __future__ import annotations
@@ -71,10 +71,10 @@ from specdec_lib.analysis.hypothesis import (
 )
 from specdec_lib.analysis.power import chi_square_power, chi_square_power_local, noncentrality
 from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import save_result
+from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.engine.drafters import one_hot_probs
 
-OUT = Path(__file__).parent / "results" / "distribution_test.json"
+OUT = RESULTS_DIR / "distribution_test.json"
 RULES = {"correct": accept_sampled, "biased": accept_sampled_biased}
 CONTEXT = "A drafter proposes, the target decides. Which token comes next? "
 PARAMS = SamplingParams(temperature=0.3)

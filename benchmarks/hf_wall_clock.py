@@ -3,7 +3,7 @@ same weights, plain greedy decoding and greedy prompt lookup at the same k.
 
     python benchmarks/hf_wall_clock.py [--prompts 6] [--tokens 64] [--k 7] [--repeats 20]
         [--blocks 5] [--threads 1] [--seed 1121] [--strict]
-        [--out benchmarks/results/hf_wall_clock.json]
+        [--out specdec_lib/results/hf_wall_clock.json]
     python benchmarks/hf_wall_clock.py --small --out /tmp/hf_wall_clock.json   # a quick check
 
 The four jobs of :func:`~specdec_lib.experiments.hf_profile.side_by_side_jobs`: the course's
@@ -45,12 +45,12 @@ import transformers
 from specdec_lib import Tokenizer, load_model, workload_prompts
 from specdec_lib.analysis.intervals import paired_rerun_interval, paired_speedup
 from specdec_lib.analysis.provenance import busy_report, run_stamp
-from specdec_lib.analysis.results import save_result
+from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.analysis.timing import all_times, interleaved, print_progress
 from specdec_lib.experiments.hf_compare import ForwardCounter, export_hf, load_hf
 from specdec_lib.experiments.hf_profile import JOBS, side_by_side_jobs
 
-OUT = Path(__file__).parent / "results" / "hf_wall_clock.json"
+OUT = RESULTS_DIR / "hf_wall_clock.json"
 WORKLOADS = ("copy", "novel")
 PAIRS = {  # ratio name: (transformers' job, the course's job)
     "plain": ("transformers plain", "course plain"),

@@ -18,7 +18,7 @@ For each mutant (and the correct engine, whose catch rate is the false-alarm rat
 * greedy identity (trained models, copy and novel prompts, both drafters, k = 4) and the
   tie test: deterministic, every run listed.
 
-Every rate carries a Wilson 95% interval. Writes benchmarks/results/mutants.json.
+Every rate carries a Wilson 95% interval. Writes specdec_lib/results/mutants.json.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import torch
 from specdec_lib.analysis.hypothesis import ALPHA, distribution_test
 from specdec_lib.analysis.power import chi_square_power
 from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import save_result
+from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.experiments.mutant_battery import (
     E2E_K,
     GREEDY_K,
@@ -58,7 +58,7 @@ from specdec_lib.experiments.mutant_battery import (
 )
 from specdec_lib.experiments.mutants import CORRECT, MUTANTS, Mutant
 
-OUT = Path(__file__).parent / "results" / "mutants.json"
+OUT = RESULTS_DIR / "mutants.json"
 
 
 def rate(caught: list[bool]) -> dict:

@@ -22,7 +22,7 @@ again with another ``--seed`` to replicate):
   on each class. The draft guesses function words and nouns and almost never a verb, and
   the round length decides how often a round opens on a verb.
 
-Writes benchmarks/results/novel_workload.json (or ``--out``) and prints a summary.
+Writes specdec_lib/results/novel_workload.json (or ``--out``) and prints a summary.
 """
 
 from __future__ import annotations
@@ -55,11 +55,11 @@ from specdec_lib.analysis.novelty import (
     unique_opening_share,
 )
 from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import save_result
+from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.analysis.runs import copy_accuracy, per_prompt_speculation
 from specdec_lib.text.language import word_class
 
-OUT = Path(__file__).parent / "results" / "novel_workload.json"
+OUT = RESULTS_DIR / "novel_workload.json"
 NOVEL_TOKENS = 128
 COPY_TOKENS = 64
 COPY_PROMPTS = 160

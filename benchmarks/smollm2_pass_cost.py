@@ -2,7 +2,7 @@
 on SmolLM2-135M and on TinyGPT, on this CPU, one thread.
 
     OMP_NUM_THREADS=1 python benchmarks/smollm2_pass_cost.py [--repeats 9]
-        [--out benchmarks/results/smollm2_pass_cost.json]
+        [--out specdec_lib/results/smollm2_pass_cost.json]
 
 For chapter 13. For each model, after a 256-token context held in the KV cache:
 
@@ -34,11 +34,11 @@ from specdec_lib import load_model
 from specdec_lib.analysis.costs import weight_bytes
 from specdec_lib.analysis.machine import peak_rates
 from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import save_result
+from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.analysis.timing import time_batched_passes, time_passes
 from specdec_lib.engine.smollm2 import load_smollm2
 
-OUT = Path(__file__).parent / "results" / "smollm2_pass_cost.json"
+OUT = RESULTS_DIR / "smollm2_pass_cost.json"
 CONTEXT = 256
 POSITIONS = [1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32]
 BATCHES = [1, 2, 4, 8, 16, 32, 64]

@@ -1,7 +1,7 @@
 """SmolLM2-135M on real text: what it writes, and what self-made drafts make of it.
 
     OMP_NUM_THREADS=1 python benchmarks/smollm2_workloads.py [--prompts 8] [--tokens 48]
-        [--repeats 2] [--out benchmarks/results/smollm2_workloads.json]
+        [--repeats 2] [--out specdec_lib/results/smollm2_workloads.json]
 
 For chapter 13, "On a real model". Every prompt is built from text that ships with Python
 itself: the source of pure-Python standard-library functions (``inspect.getsource``), so
@@ -51,14 +51,14 @@ from specdec_lib.analysis.intervals import (
 )
 from specdec_lib.analysis.novelty import continued_tokens
 from specdec_lib.analysis.provenance import busy_report, run_stamp
-from specdec_lib.analysis.results import save_result
+from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.analysis.timing import all_times, interleaved
 from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter
 from specdec_lib.engine.model import early_exit
 from specdec_lib.engine.smollm2 import SmolLM2Tokenizer, load_smollm2
 from specdec_lib.text.stdlib_prompts import SMOLLM2_WORKLOADS, smollm2_prompts
 
-OUT = Path(__file__).parent / "results" / "smollm2_workloads.json"
+OUT = RESULTS_DIR / "smollm2_workloads.json"
 WORKLOADS = SMOLLM2_WORKLOADS
 #: (drafter, k): prompt lookup drafts 4; the early exit 2, its later guesses being rarely right
 DRAFTERS = {"ngram": 4, "early_exit": 2}

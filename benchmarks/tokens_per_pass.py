@@ -9,7 +9,7 @@ Every speculative output is checked against plain greedy decoding before it is
 counted. Counts are pooled over all prompts (only emitted tokens are counted), with 95%
 intervals that resample prompts; each row also keeps every prompt's own counts, so a
 chapter can resample them again (chapter 5's cost model does).
-Writes benchmarks/results/tokens_per_pass.json and prints a table.
+Writes specdec_lib/results/tokens_per_pass.json and prints a table.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from specdec_lib import (
 )
 from specdec_lib.analysis.intervals import acceptance_estimate, tokens_per_pass_estimate
 from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import save_result
+from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.analysis.runs import per_prompt_speculation, pooled
 from specdec_lib.text.language import WORKLOADS
 
-OUT = Path(__file__).parent / "results" / "tokens_per_pass.json"
+OUT = RESULTS_DIR / "tokens_per_pass.json"
 KS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16)
 
 

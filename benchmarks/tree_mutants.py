@@ -18,7 +18,7 @@ For each mutant (and the correct engine, whose catch rate is the false-alarm rat
 
 Then typical acceptance at several temperatures over chapter 12's 16 places: how far its
 exact law lands from p, and the rounds the node test needs to see it. Every rate carries a
-Wilson 95% interval. Writes benchmarks/results/tree_mutants.json.
+Wilson 95% interval. Writes specdec_lib/results/tree_mutants.json.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import torch
 from specdec_lib.analysis.hypothesis import ALPHA, distribution_test
 from specdec_lib.analysis.power import chi_square_power
 from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import save_result
+from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.engine.sampling import SamplingParams
 from specdec_lib.experiments.mutant_battery import rounds_for_power, total_variation, wilson
 from specdec_lib.experiments.mutants import CORRECT
@@ -51,7 +51,7 @@ from specdec_lib.experiments.tree_mutants import (
     tree_greedy_identity,
 )
 
-OUT = Path(__file__).parent / "results" / "tree_mutants.json"
+OUT = RESULTS_DIR / "tree_mutants.json"
 TEMPERATURES = (0.3, 0.5, 0.7, 1.0)
 PLACES = 16
 

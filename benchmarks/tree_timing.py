@@ -1,7 +1,7 @@
 """What trees cost and what they buy in time: the pass against its nodes, and wall clock.
 
     python benchmarks/tree_timing.py [--prompts 8] [--tokens 64] [--repeats 6]
-        [--batch-sizes 1,4,16,64] [--out benchmarks/results/tree_timing.json]
+        [--batch-sizes 1,4,16,64] [--out specdec_lib/results/tree_timing.json]
     python benchmarks/tree_timing.py --small --out /tmp/tree_timing.json   # a quick check
 
 Three measurements, every job interleaved with every other in a freshly shuffled order
@@ -16,7 +16,7 @@ Three measurements, every job interleaved with every other in a freshly shuffled
 * **as the batch grows**: plain batched decoding, the n-gram chain and the n-gram trie at
   batch sizes ``--batch-sizes`` on "copy" and "edit": do trees stop paying earlier?
 
-Writes benchmarks/results/tree_timing.json.
+Writes specdec_lib/results/tree_timing.json.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import torch
 from specdec_lib import NgramDrafter, SamplingParams, Tokenizer, generate, load_model
 from specdec_lib.analysis.intervals import paired_speedup
 from specdec_lib.analysis.provenance import busy_report, run_stamp
-from specdec_lib.analysis.results import load_result, save_result
+from specdec_lib.analysis.results import RESULTS_DIR, load_result, save_result
 from specdec_lib.analysis.timing import all_times, interleaved
 from specdec_lib.engine.batched import generate_batch, speculative_generate_batch
 from specdec_lib.engine.generate import speculative_generate
@@ -45,7 +45,7 @@ from specdec_lib.engine.tree_decode import (
 )
 from specdec_lib.text.language import WORKLOADS, workload_prompts
 
-OUT = Path(__file__).parent / "results" / "tree_timing.json"
+OUT = RESULTS_DIR / "tree_timing.json"
 NODES = (1, 2, 4, 8, 16, 32)
 SEED = 8150  # prompts no other benchmark uses
 SMALL = {"prompts": 2, "tokens": 16, "repeats": 3, "batch_sizes": [1, 4]}

@@ -10,7 +10,7 @@ model's and the heads' trees are static, the shape the measured ranks ask for
 (``analysis.trees.best_shape``), calibrated on prompts of another seed than the ones
 measured. Every output is checked against plain greedy decoding before it is counted.
 Intervals resample prompts; the tree-minus-chain difference is paired by prompt.
-Writes benchmarks/results/trees.json.
+Writes specdec_lib/results/trees.json.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from specdec_lib.analysis.intervals import (
     tokens_per_pass_estimate,
 )
 from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import save_result
+from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.analysis.runs import pooled
 from specdec_lib.analysis.trees import best_shape, rank_hits
 from specdec_lib.engine.heads import HeadsTreeDrafter, load_heads
@@ -38,7 +38,7 @@ from specdec_lib.engine.tree_decode import (
 )
 from specdec_lib.text.language import WORKLOADS, workload_prompts
 
-OUT = Path(__file__).parent / "results" / "trees.json"
+OUT = RESULTS_DIR / "trees.json"
 CALIBRATION_SEED, CALIBRATION_PROMPTS = 7151, 4  # per workload
 
 

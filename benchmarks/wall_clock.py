@@ -3,7 +3,7 @@ paired 95% intervals, and the cost model's prediction beside every measurement.
 
     python benchmarks/wall_clock.py [--prompts 12] [--tokens 64] [--repeats 8] [--blocks 8]
         [--ngram-ks 1,2,3,4,7,8,12,16] [--draft-ks 1,2,3,4,6,8] [--threads 1] [--seed 2026]
-        [--strict] [--out benchmarks/results/wall_clock.json]
+        [--strict] [--out specdec_lib/results/wall_clock.json]
     python benchmarks/wall_clock.py --counts-only   # untimed: round logs only
     python benchmarks/wall_clock.py --small --out /tmp/wall.json   # a one-minute check
 
@@ -44,14 +44,14 @@ from specdec_lib.analysis.intervals import paired_rerun_interval, paired_speedup
 from specdec_lib.analysis.predictions import measure_unit_costs, predicted_speedup, request_log
 from specdec_lib.analysis.provenance import busy_report, run_stamp
 from specdec_lib.analysis.replication import best_fixed_k, drafter_comparison
-from specdec_lib.analysis.results import save_result
+from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.analysis.theory import CostAwareK, estimate_alpha, expected_speedup
 from specdec_lib.analysis.timing import all_times, interleaved, print_progress
 from specdec_lib.engine.generate import AdaptiveK, SpeculationStats, generate, speculative_generate
 from specdec_lib.engine.sampling import SamplingParams
 
-OUT = Path(__file__).parent / "results" / "wall_clock.json"
-COUNTS_OUT = Path(__file__).parent / "results" / "wall_clock_counts.json"
+OUT = RESULTS_DIR / "wall_clock.json"
+COUNTS_OUT = RESULTS_DIR / "wall_clock_counts.json"
 MAX_K, HF_START = 16, 4
 SCENARIOS = {
     "copy": ("copy", 0.0),

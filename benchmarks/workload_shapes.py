@@ -21,7 +21,7 @@ of the workloads between copy and novel: the n-gram drafter's acceptance on ``ed
 and ``answer`` lies in [0.3, 0.85] on every seed. It also reports, without failing on
 it, whether each interval lies inside the band too (``intervals_in_band``): a workload at
 the band's edge has an interval that crosses it, and the run says so.
-Writes benchmarks/results/workload_shapes.json (or ``--out``) and prints a summary.
+Writes specdec_lib/results/workload_shapes.json (or ``--out``) and prints a summary.
 """
 
 from __future__ import annotations
@@ -55,11 +55,11 @@ from specdec_lib.analysis.novelty import (
     stays_in_document,
 )
 from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import save_result
+from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.analysis.runs import per_prompt_speculation
 from specdec_lib.text.language import WORKLOADS
 
-OUT = Path(__file__).parent / "results" / "workload_shapes.json"
+OUT = RESULTS_DIR / "workload_shapes.json"
 TOKENS = 64
 K = 4
 BAND = (0.3, 0.85)

@@ -1,7 +1,7 @@
 """The teachers' page shows how long each chapter takes to run, read from the measurement.
 
 A local Sphinx extension, wired in by ``_config.yml``. ``scripts/time_chapters.py``
-measures every notebook and writes ``benchmarks/results/chapter_times.json``; this
+measures every notebook and writes ``specdec_lib/results/chapter_times.json``; this
 extension reads that file when the site is built, so no time on the page is typed by
 hand (the job ``glue`` does for numbers computed inside a notebook). It adds
 
@@ -32,7 +32,7 @@ from sphinx.util.docutils import SphinxDirective, SphinxRole
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import book_toc  # noqa: E402  (scripts/, beside this file)
 
-RESULTS = Path("benchmarks") / "results" / "chapter_times.json"
+RESULTS = Path("specdec_lib") / "results" / "chapter_times.json"
 logger = logging.getLogger(__name__)
 
 

@@ -15,7 +15,7 @@ are never written. Per notebook it records
   because on a shared machine another job's load slows a notebook down.
 
 The results, with a machine stamp (CPU, cores, Python and PyTorch versions), go to
-``benchmarks/results/chapter_times.json``; the teachers' page reads that file when the
+``specdec_lib/results/chapter_times.json``; the teachers' page reads that file when the
 site is built (``scripts/book_chapter_times.py``), and ``tests/test_book.py`` fails if a
 notebook in the table of contents has no time there. Naming notebooks re-times only
 those and keeps the other entries, provided the machine stamp is unchanged.
@@ -43,10 +43,11 @@ from nbclient import NotebookClient  # noqa: E402
 from nbclient.exceptions import CellExecutionError  # noqa: E402
 
 from specdec_lib.analysis.provenance import machine_stamp  # noqa: E402
+from specdec_lib.analysis.results import RESULTS_DIR  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"
-RESULTS = ROOT / "benchmarks" / "results" / "chapter_times.json"
+RESULTS = RESULTS_DIR / "chapter_times.json"
 
 
 def toc_notebooks(root: Path = ROOT) -> list[Path]:

@@ -4,7 +4,6 @@ replayed from its requests' counts, and a cost model that predicts another run."
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -15,10 +14,9 @@ from specdec_lib.analysis.predictions import (
     predicted_speedup,
     unit_costs_from_result,
 )
+from specdec_lib.analysis.results import RESULTS_DIR as RESULTS
 from specdec_lib.analysis.runs import batch_round_profile
 from specdec_lib.analysis.timing import Timing
-
-RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 
 
 def _stats(proposal_lengths: list[int]) -> SpeculationStats:

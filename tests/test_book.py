@@ -76,10 +76,10 @@ def test_the_toc_lists_no_page_twice():
 
 
 def test_every_notebook_in_the_toc_has_a_measured_time_for_the_teachers_page():
-    # The teachers' page renders benchmarks/results/chapter_times.json at build time
+    # The teachers' page renders specdec_lib/results/chapter_times.json at build time
     # (scripts/book_chapter_times.py); a chapter added without timing it would be missing.
     data = json.loads(
-        (ROOT / "benchmarks" / "results" / "chapter_times.json").read_text(encoding="utf-8")
+        (ROOT / "specdec_lib" / "results" / "chapter_times.json").read_text(encoding="utf-8")
     )
     notebooks = [
         Path(f).name.removesuffix(".ipynb") + ".ipynb"

@@ -1,5 +1,3 @@
-import json
-
 import pytest
 import torch
 
@@ -17,7 +15,6 @@ from specdec_lib.analysis.costs import (
     stats_cost_per_token,
     weight_bytes,
 )
-from specdec_lib.analysis.results import load_result
 from specdec_lib.analysis.timing import decode_step, proposal_call, time_ratio
 
 SMALL = ModelConfig(block_size=64, n_layer=1, n_head=2, n_embd=16)
@@ -88,18 +85,3 @@ def test_time_ratio_validates_repeats_and_quantile():
         time_ratio(lambda: None, lambda: None, repeats=1)
     with pytest.raises(ValueError, match="quantile"):
         time_ratio(lambda: None, lambda: None, quantile=0.9)
-
-
-def test_load_result_finds_the_file_from_a_folder_inside_the_repository(tmp_path, monkeypatch):
-    results = tmp_path / "benchmarks" / "results"
-    results.mkdir(parents=True)
-    (results / "unit_test_result.json").write_text(json.dumps({"rows": [1]}))
-    (tmp_path / "chapters").mkdir()
-    monkeypatch.chdir(tmp_path / "chapters")
-    assert load_result("unit_test_result") == {"rows": [1]}
-
-
-def test_load_result_says_which_file_is_missing(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    with pytest.raises(FileNotFoundError, match="no_such_result.json"):
-        load_result("no_such_result")

@@ -31,9 +31,10 @@ from specdec_lib.analysis.replication import (
     speedup_verdict,
     verdicts,
 )
+from specdec_lib.analysis.results import RESULTS_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = RESULTS_DIR
 
 
 def _compare_runs():

@@ -1,6 +1,6 @@
 """Where a measurement came from: the machine, the code and weights, and how busy it was.
 
-Every results file under ``benchmarks/results`` carries :func:`run_stamp` and
+Every results file under ``specdec_lib/results`` carries :func:`run_stamp` and
 :func:`busy_report`, so a number can be traced to the commit and weights that made it,
 and a number taken on a loaded machine is flagged rather than trusted.
 """
