@@ -2,7 +2,7 @@
 
     python scripts/coursework.py student OUTDIR   # write the student notebooks
     python scripts/coursework.py nbgrader COURSE  # write COURSE/source/<chapter>/ for nbgrader
-    python scripts/coursework.py check            # they run, raising only NotImplementedError
+    python scripts/coursework.py check [NAME ...] # run outside the repository: only stubs raise
     python scripts/coursework.py grade SUBMISSIONS --csv grades.csv
 
 ``student`` and ``check`` read the chapters next to this script (``../chapters``)
@@ -24,6 +24,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -138,26 +139,57 @@ def _execute_all(
 
 
 def check_student_notebooks(
-    chapters: Path = CHAPTERS, keep: Path | None = None, timeout: int = 600, workers: int = 1
+    chapters: Path = CHAPTERS,
+    keep: Path | None = None,
+    timeout: int = 600,
+    workers: int = 1,
+    names: list[str] | None = None,
+    workdir: Path | None = None,
 ) -> list[str]:
     """Generate the student notebooks, run them, and list every problem found.
 
     A student notebook must run top to bottom raising nothing but
     ``NotImplementedError`` (from the stubs), and every check it calls on a stub
-    must fail with "not implemented yet". Notebooks run with the chapters folder as
-    working directory, like the nbval run.
+    must fail with "not implemented yet". They run as a hand-out does: copied alone
+    into an empty folder outside the repository (``workdir``, or a fresh temporary
+    folder), which is their working directory, so a notebook that needs anything but
+    the installed library (a file of the clone, say) fails here. ``names`` (such as
+    ``12_trees_and_heads``) checks only those chapters.
     """
-    with tempfile.TemporaryDirectory() as tmp:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        tempfile.TemporaryDirectory(prefix="specdec-handout-") as fresh,
+    ):
         outdir = keep or Path(tmp)
         paths = write_student_notebooks(outdir, chapters)
+        if names is not None:
+            wanted = {name.removesuffix(".ipynb") for name in names}
+            if unknown := wanted - {p.stem for p in paths}:
+                raise ValueError(f"no chapter notebook named {sorted(unknown)} in {chapters}")
+            paths = [p for p in paths if p.stem in wanted]
         problems = []
         for path in paths:
             chapter = nbformat.read(chapters / path.name, as_version=4)
             student = nbformat.read(path, as_version=4)
             problems += [f"{path.name}: {p}" for p in compare_with_chapter(chapter, student)]
-        for run in _execute_all([(p, chapters) for p in paths], timeout, workers):
+        handout = handout_folder(workdir or Path(fresh))
+        copies = [Path(shutil.copy2(p, handout / p.name)) for p in paths]
+        print(f"running {len(copies)} student notebooks in {handout}", flush=True)
+        for run in _execute_all([(p, handout) for p in copies], timeout, workers):
             problems += _student_run_problems(run)
     return problems
+
+
+def handout_folder(folder: Path) -> Path:
+    """``folder`` (created if missing), refused unless empty and outside the repository."""
+    folder = folder.resolve()
+    repository = CHAPTERS.resolve().parent
+    if folder == repository or repository in folder.parents:
+        raise ValueError(f"{folder} is inside the repository {repository}: a hand-out is not")
+    folder.mkdir(parents=True, exist_ok=True)
+    if any(folder.iterdir()):
+        raise ValueError(f"{folder} is not empty: a hand-out folder holds only the notebooks")
+    return folder
 
 
 def _student_run_problems(run: Execution) -> list[str]:
@@ -277,6 +309,10 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--keep", type=Path, default=None, help="write them here, not a temp dir")
     check.add_argument("--timeout", type=int, default=600, help="per cell, seconds")
     check.add_argument("--jobs", type=int, default=1, help="notebooks run in parallel")
+    check.add_argument("names", nargs="*", help="only these chapters (e.g. 12_trees_and_heads)")
+    check.add_argument(
+        "--workdir", type=Path, default=None, help="empty folder outside the repository to run in"
+    )
     grade = sub.add_parser("grade", help="run submitted notebooks, write a CSV of check results")
     grade.add_argument("submissions", type=Path)
     grade.add_argument("--csv", type=Path, required=True)
@@ -293,7 +329,9 @@ def main(argv: list[str] | None = None) -> int:
             print(path)
         return 0
     if args.command == "check":
-        problems = check_student_notebooks(args.chapters, args.keep, args.timeout, args.jobs)
+        problems = check_student_notebooks(
+            args.chapters, args.keep, args.timeout, args.jobs, args.names or None, args.workdir
+        )
         for problem in problems:
             print(f"PROBLEM {problem}")
         print("student notebooks: OK" if not problems else f"{len(problems)} problems")
