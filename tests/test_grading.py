@@ -73,8 +73,22 @@ def test_each_named_mistake_is_caught_with_its_diagnosis(check, mistake, untrain
     )
 
 
+def written_accept_greedy(target_logits, proposed):
+    """The greedy rule in a student's hand: the matching prefix, then the target's token."""
+    best = target_logits.argmax(-1).tolist()
+    n = 0
+    while n < len(proposed) and proposed[n] == best[n]:
+        n += 1
+    return list(proposed[:n]) + [best[n]], n
+
+
+#: The residual rule as the grader's reference runs it (the engine's own ``accept_sampled``
+#: handed in as a solution is refused: it is the library's implementation).
+REFERENCE_RULE = REFERENCES["check_accept_sampled"]
+
+
 def test_the_residual_rule_check_raises_no_false_alarm_on_the_correct_rule_over_100_seeds():
-    failed = [s for s in range(100) if not G.check_accept_sampled(accept_sampled, seed=s)]
+    failed = [s for s in range(100) if not G.check_accept_sampled(REFERENCE_RULE, seed=s)]
     assert len(failed) == 0, f"false alarms at seeds {failed}"  # below 1% of 100 seeds
 
 
@@ -87,7 +101,7 @@ def test_a_rule_verifying_against_the_unfiltered_target_is_named_and_the_correct
         report = G.check_accept_sampled(wrong, seed=seed)
         assert report.diagnosis is Diagnosis.IGNORES_PARAMS, report
         assert report.evidence[probe] < 1e-4 and "raw: " in report.message
-        correct = G.check_accept_sampled(accept_sampled, seed=seed)
+        correct = G.check_accept_sampled(REFERENCE_RULE, seed=seed)
         assert correct.passed and correct.evidence[probe] >= 1e-4, correct
 
 
@@ -106,20 +120,32 @@ def test_the_distribution_test_check_states_its_rates_and_refuses_a_bad_alpha():
         G.check_distribution_test(dist_reference, alpha=0.0)
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_the_library_functions_pass_their_own_checks(seed):
-    assert G.check_accept_sampled(accept_sampled, seed=seed).passed
-    assert G.check_accept_greedy(accept_greedy, seed=seed).passed
+def test_the_library_functions_handed_in_or_called_are_refused_as_its_own_implementation():
+    # (One delegating solution per check, and the chapters' solutions, are in
+    # test_grading_delegation.py.)
+    for check, library in (
+        (G.check_accept_sampled, accept_sampled),
+        (G.check_accept_greedy, accept_greedy),
+    ):
+        report = check(library)
+        assert report.diagnosis is Diagnosis.DELEGATES, report
+        assert (
+            f"`{library.__name__}` is `specdec_lib.engine.verify.{library.__name__}`"
+            in report.message
+        )
 
     def propose(context, k, max_n=8, min_n=3):
         return NgramDrafter(max_n, min_n, vocab_size=256).propose(context, k).tokens
 
-    assert G.check_ngram_drafter(propose, seed=seed).passed
+    report = G.check_ngram_drafter(propose)
+    assert report.diagnosis is Diagnosis.DELEGATES and "NgramDrafter.draft" in report.message
 
     def slower_from(rows):
         return min(crossover(rows)["slower_at"], default=None)
 
-    assert G.check_slower_from(slower_from, seed=seed).passed
+    report = G.check_slower_from(slower_from)
+    assert report.diagnosis is Diagnosis.DELEGATES and "crossover" in report.message
+    assert str(report).startswith("FAILED check_slower_from(slower_from): calls the library's own")
 
 
 @pytest.mark.parametrize(
@@ -161,9 +187,12 @@ def test_speculative_generate_check_passes_correct_versions_and_names_each_mista
     untrained_target, untrained_draft
 ):
     target, draft = untrained_target, untrained_draft
-    for correct in (REFERENCES["check_speculative_generate"], speculative_generate):
-        report = G.check_speculative_generate(correct, target=target, draft=draft)
-        assert report.passed, report
+    report = G.check_speculative_generate(
+        REFERENCES["check_speculative_generate"], target=target, draft=draft
+    )
+    assert report.passed, report
+    library = G.check_speculative_generate(speculative_generate, target=target, draft=draft)
+    assert library.diagnosis is Diagnosis.DELEGATES, library
     for label, wrong in MISTAKES["check_speculative_generate"].items():
         report = G.check_speculative_generate(
             wrong.function, target=target, draft=draft, timeout=30
@@ -274,7 +303,7 @@ def test_wrong_types_and_signatures_are_reported():
 
 def test_tensors_of_token_ids_are_accepted():
     def accept_greedy_tensors(target_logits, proposed):
-        emitted, n = accept_greedy(target_logits, proposed)
+        emitted, n = written_accept_greedy(target_logits, proposed)
         return torch.tensor(emitted), torch.tensor(n)
 
     assert G.check_accept_greedy(accept_greedy_tensors).passed
@@ -302,13 +331,16 @@ def test_a_check_leaves_random_state_and_threads_as_it_found_them():
     torch.manual_seed(7)
     random.seed(7)
     np.random.seed(7)
-    G.check_accept_sampled(accept_sampled)
+    G.check_accept_sampled(REFERENCE_RULE)
     assert torch.equal(torch.rand(3), expected[0])
     assert random.random() == expected[1] and np.random.rand() == expected[2]
     assert torch.get_num_threads() == threads
 
 
 def test_a_passing_report_says_passed_and_what_it_checked():
+    def accept_greedy(target_logits, proposed):
+        return written_accept_greedy(target_logits, proposed)
+
     report = G.check_accept_greedy(accept_greedy)
     assert str(report).startswith("PASSED check_accept_greedy(accept_greedy)\n\nCorrect on all")
     assert "PASSED check_accept_greedy" in report._repr_html_() and report.diagnosis is None
@@ -327,7 +359,7 @@ def test_reports_are_reproducible_and_render_as_text_and_html():
 def test_reports_go_to_the_grading_log_when_one_is_set(tmp_path, monkeypatch):
     log = tmp_path / "log.jsonl"
     monkeypatch.setenv(G.LOG_ENV, str(log))
-    G.check_accept_greedy(accept_greedy)
+    G.check_accept_greedy(written_accept_greedy)
     G.check_accept_greedy(_stubs()[G.check_accept_greedy])
     entries = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(e["passed"], e["diagnosis"]) for e in entries] == [

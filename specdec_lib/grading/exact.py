@@ -5,16 +5,30 @@ known mistake whose answers the student's reproduce. Numbers are rounded to 9 de
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import random
 from collections.abc import Callable
+from types import CodeType
 from typing import Any
 
 import torch
 
+from specdec_lib.analysis import theory
+from specdec_lib.analysis.costs import (
+    cost_per_token,
+    kv_cache_bytes_per_token,
+    stats_cost_per_token,
+    weight_bytes,
+)
+from specdec_lib.analysis.replication import crossover
 from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter
 from specdec_lib.engine.generate import SpeculationStats, speculative_generate
 from specdec_lib.engine.model import ModelConfig, TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
+from specdec_lib.engine.tree import walk_greedy
+from specdec_lib.engine.tree_decode import NgramTreeDrafter
+from specdec_lib.engine.verify import accept_greedy, greedy_rule
 from specdec_lib.engine.weights import load_model
 from specdec_lib.text.language import workload_examples, workload_prompts
 from specdec_lib.text.tokenizer import Tokenizer
@@ -25,6 +39,7 @@ from .harness import (
     as_tokens,
     as_verification,
     call_student,
+    forbidden,
     run_check,
 )
 from .mistakes import MISTAKES, REFERENCES
@@ -34,11 +49,22 @@ from .report import Diagnosis, Report
 class ExactCheck:
     """A check with one right answer per input: ``check(fn, seed=0, timeout=60.0, **inputs)``;
     ``cases(seed, **inputs)`` makes the inputs, ``answer(fn, case)`` is ``fn``'s answer as
-    plain data, ``describe(case)`` a case in words."""
+    plain data, ``describe(case)`` a case in words, ``show(answer)`` an answer in words;
+    ``forbid`` is the library's own implementations of the exercise (:func:`forbidden`)."""
 
-    def __init__(self, name: str, cases, answer, describe, doc: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        cases,
+        answer,
+        describe,
+        doc: str,
+        forbid: dict[CodeType, str] | None = None,
+        show: Callable[[Any], str] = repr,
+    ) -> None:
         self.__name__, self.__doc__ = name, doc
         self.cases, self.answer, self.describe = cases, answer, describe
+        self.forbid, self.show = forbid or {}, show
 
     def __call__(self, fn: Callable, seed: int = 0, timeout: float | None = 60.0, **inputs: Any):
         def body(name: str) -> Report:
@@ -65,11 +91,11 @@ class ExactCheck:
             i, first = wrong[0], self.describe(cases[wrong[0]])
             details = (
                 f"Wrong on {len(wrong)} of {len(cases)} cases; the first: {first}: "
-                f"expected {expected[i]!r:.200}, got {got[i]!r:.200}."
+                f"expected {self.show(expected[i]):.200}, got {self.show(got[i]):.200}."
             )
             raise Abort(diagnosis, details, **evidence)
 
-        return run_check(self.__name__, fn, body, seed, timeout)
+        return run_check(self.__name__, fn, body, seed, timeout, self.forbid)
 
 
 def _ngram_cases(seed: int) -> list[tuple[tuple[int, ...], int, int, int]]:
@@ -93,18 +119,33 @@ def _ngram_cases(seed: int) -> list[tuple[tuple[int, ...], int, int, int]]:
     return cases
 
 
-def _ascii(tokens: tuple[int, ...]) -> str:
-    printable = all(32 <= t < 127 or t == 10 for t in tokens)
-    return repr(bytes(tokens).decode("ascii")) if printable else str(list(tokens))
+def _printable(tokens) -> bool:
+    return bool(tokens) and all(32 <= t < 127 or t == 10 for t in tokens)
+
+
+def _context(tokens: tuple[int, ...]) -> str:
+    """A context as its ids, or, when every id is a printable ASCII code, as that text."""
+    if not _printable(tokens):
+        return str(list(tokens))
+    return f"{bytes(tokens).decode('ascii')!r} (the ASCII codes of its {len(tokens)} characters)"
+
+
+def _proposal(tokens: Any) -> str:
+    """A proposal as its ids, and as text when they are printable ASCII codes."""
+    text = f" = {bytes(tokens).decode('ascii')!r}" if _printable(tokens) else ""
+    return f"{list(tokens)!r}{text}"
 
 
 check_ngram_drafter = ExactCheck(
     "check_ngram_drafter",
     lambda seed: _ngram_cases(seed),
     lambda fn, c: as_tokens(call_student(fn, "propose", list(c[0]), *c[1:]), "the proposal"),
-    lambda c: f"context = {_ascii(c[0])}, k = {c[1]}, max_n = {c[2]}, min_n = {c[3]}",
+    lambda c: f"context = {_context(c[0])}, k = {c[1]}, max_n = {c[2]}, min_n = {c[3]}",
     """Check ``propose(context, k, max_n=8, min_n=3) -> list[int]`` against prompt lookup on
-    about 100 contexts: edge cases, random contexts over tiny alphabets, copy-workload text.""",
+    about 100 contexts: edge cases, random contexts over tiny alphabets, copy-workload text
+    (the last two kinds as lists of ASCII codes, so that a failing case reads as text).""",
+    forbidden(NgramDrafter.find_match, NgramDrafter.draft, NgramTreeDrafter.continuations),
+    _proposal,
 )
 
 
@@ -133,6 +174,7 @@ check_accept_greedy = ExactCheck(
     lambda c: f"argmax per row = {c[0].argmax(-1).tolist()}, proposed = {list(c[1])}",
     """Check ``accept_greedy(target_logits, proposed) -> (emitted, n_accepted)`` on about
     110 random cases: k from 0 to 6, every number of matching proposals.""",
+    forbidden(accept_greedy, greedy_rule, walk_greedy),
 )
 
 
@@ -154,6 +196,7 @@ check_decode_step_bytes = ExactCheck(
     lambda c: f"{c[0].config.n_layer} layers, n_embd = {c[0].config.n_embd}, context_len = {c[1]}",
     """Check ``decode_step_bytes(model, context_len) -> int`` against ``weight_bytes`` plus
     ``kv_cache_bytes_per_token`` times the context: four model shapes, four contexts.""",
+    forbidden(weight_bytes, kv_cache_bytes_per_token),
 )
 
 
@@ -178,6 +221,7 @@ check_break_even_c = ExactCheck(
     lambda s: f"T = {s.target_passes}, D = {s.draft_passes}, E = {s.emitted}",
     """Check ``break_even_c(stats) -> float``: at the c it returns, ``stats_cost_per_token``
     must be 1 (to nine decimals), on 40 random counts T, D and E.""",
+    forbidden(stats_cost_per_token, cost_per_token),
 )
 
 
@@ -201,6 +245,13 @@ check_tokens_per_pass = ExactCheck(
     """Check ``tokens_per_pass(rates, k) -> float``: expected tokens per target pass when
     draft position i is accepted at ``rates[i]`` given the drafts before it, against the
     library's theory on 40 random cases (to nine decimals).""",
+    forbidden(  # the exercise says: no theory function of the library's
+        *(
+            f
+            for name, f in vars(theory).items()
+            if inspect.isfunction(f) and f.__module__ == theory.__name__ and name[0] != "_"
+        )
+    ),
 )
 
 
@@ -221,7 +272,9 @@ def _runs(seed: int, target: torch.nn.Module | None = None) -> list[tuple[int, l
 def _lengths(fn: Callable, case: tuple[int, list]) -> list[int]:
     if fn is REFERENCES["check_cache_lengths"]:
         return [r.cache_length for r in case[1]]  # the engine's own record
-    return as_tokens(call_student(fn, "expected_cache_lengths", *case), "the lengths")
+    # The log without the engine's record of the answer ("without looking at the records").
+    log = [dataclasses.replace(r, cache_length=None) for r in case[1]]
+    return as_tokens(call_student(fn, "expected_cache_lengths", case[0], log), "the lengths")
 
 
 check_cache_lengths = ExactCheck(
@@ -268,6 +321,7 @@ check_slower_from = ExactCheck(
     ),
     """Check ``slower_from(rows) -> int | None`` against the library's ``crossover`` on 60
     random sweeps of batch sizes, in any order.""",
+    forbidden(crossover),
 )
 
 

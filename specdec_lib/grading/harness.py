@@ -4,10 +4,21 @@ Exceptions, wrong types and hangs (a CPU-time limit) become failing reports; a c
 seeds, then restores, the global random generators and runs on one torch thread, so its
 report repeats and the notebook is left as it was. Student code is called one way:
 :func:`call_student`.
+
+A check names the library's own implementations of its exercise (:func:`forbidden`; the
+grader's reference solution always counts too). While student code runs, and only then, a
+profile hook watches for a call of one of them, however it is reached (an imported name,
+an alias, a method, another library function that calls it), and the check then fails
+with :data:`Diagnosis.DELEGATES`. The check's own computations run unwatched, and so do
+the grader's reference and mistakes when a check is run on them (:func:`catch_rates`).
+A check whose exercise hands the student a random generator can also refuse code that
+draws from any other source (:data:`Diagnosis.IGNORES_GENERATOR`).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 import random
@@ -17,7 +28,9 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from types import CodeType, FrameType
 from typing import Any
 
 import numpy as np
@@ -101,18 +114,142 @@ def _where(exc: BaseException) -> str:
     return f" (in `{f.name}`, line {f.lineno}: `{(f.line or '').strip()}`)" if f else ""
 
 
-def call_student(fn: Callable, name: str, *args: Any, during: str = "") -> Any:
-    """``fn(*args)``; anything it raises becomes a failing report."""
+# --- the library's own implementations, watched while student code runs ----------------
+
+
+def _codes(implementation: Any) -> list[CodeType]:
+    """The code objects of a function, method, class (its methods) or partial."""
+    if isinstance(implementation, functools.partial):
+        return _codes(implementation.func)
+    if isinstance(implementation, type):
+        return [c for member in vars(implementation).values() for c in _codes(member)]
+    function = inspect.unwrap(getattr(implementation, "__func__", implementation))
+    code = getattr(function, "__code__", None)
+    return [code] if isinstance(code, CodeType) else []
+
+
+def _label(implementation: Any) -> str:
+    function = inspect.unwrap(getattr(implementation, "__func__", implementation))
+    module = getattr(function, "__module__", None) or "specdec_lib"
+    return f"{module}.{getattr(function, '__qualname__', repr(function))}"
+
+
+def forbidden(*implementations: Any, **labelled: Any) -> dict[CodeType, str]:
+    """The code objects of the library's own implementations of an exercise, each with the
+    name a report gives it (a keyword's name, or the implementation's module and name)."""
+    table = {code: _label(impl) for impl in implementations for code in _codes(impl)}
+    table |= {code: label for label, impl in labelled.items() for code in _codes(impl)}
+    return table
+
+
+@dataclass
+class _Watch:
+    """The forbidden code of the running check, and the first of it that student code ran."""
+
+    codes: dict[CodeType, str]
+    found: str | None = None
+
+    def profile(self, frame: FrameType, event: str, arg: Any) -> None:
+        """A profile function (``sys.setprofile``), active only while student code runs:
+        anything it calls runs on the student's behalf, so any forbidden call counts, made
+        directly or from inside another library function."""
+        if event == "call" and self.found is None:
+            self.found = self.codes.get(frame.f_code)
+
+
+_WATCHES: list[_Watch] = []  # the running check's
+
+
+def _trusted() -> set[Any]:
+    """The grader's own solutions and mistakes, which its checks run as students: unwatched."""
+    return set(REFERENCES.values()) | {m.function for t in MISTAKES.values() for m in t.values()}
+
+
+_TRUSTED = _trusted()
+
+
+def _is_trusted(fn: Callable) -> bool:
+    owner = getattr(fn, "__self__", None)  # a bound method: of a trusted class's instance?
     try:
-        return fn(*args)
+        return fn in _TRUSTED or (owner is not None and type(owner) in _TRUSTED)
+    except TypeError:  # unhashable: not one of the grader's
+        return False
+
+
+def _delegated(name: str, watch: _Watch, fn: Callable) -> Abort:
+    label = str(watch.found)
+    if any(watch.codes.get(code) == label for code in _codes(fn)):
+        what = f"`{name}` is `{label}`, the library's own implementation of this exercise."
+    else:
+        what = (
+            f"`{name}` called `{label}`, the library's own implementation of this exercise "
+            "(directly or through another library function)."
+        )
+    return Abort(Diagnosis.DELEGATES, what, called=label)
+
+
+# --- other sources of randomness than the generator handed in --------------------------
+
+
+def _global_draws() -> tuple:
+    """What drawing from a global generator changes: torch's, NumPy's and Python's."""
+    return torch.get_rng_state(), np.random.get_state()[1:3], random.getstate()
+
+
+def _drew_elsewhere(before: tuple) -> str | None:
+    torch_state, np_state, py_state = _global_draws()
+    if not torch.equal(torch_state, before[0]):
+        return "torch's global generator (a torch.rand, torch.multinomial, ... without it)"
+    if not (np.array_equal(np_state[0], before[1][0]) and np_state[1] == before[1][1]):
+        return "NumPy's global generator (np.random)"
+    if py_state != before[2]:
+        return "Python's random module"
+    return None
+
+
+#: What :mod:`specdec_lib.analysis.enumeration` says when a rule draws without its generator.
+_REFUSED_DRAW = "without the generator it was given"
+
+
+def call_student(
+    fn: Callable, name: str, *args: Any, during: str = "", own_generator: bool = False
+) -> Any:
+    """``fn(*args)``; anything it raises becomes a failing report, and so does a call of
+    the running check's forbidden code. With ``own_generator``, so does a draw from any
+    random generator but the one among ``args`` (torch's, NumPy's, Python's global one)."""
+    watch = _WATCHES[-1] if _WATCHES and not _is_trusted(fn) else None
+    before = _global_draws() if own_generator else None
+    previous = sys.getprofile()
+    try:
+        if watch is not None:
+            sys.setprofile(watch.profile)
+        try:
+            result = fn(*args)
+        finally:
+            if watch is not None:
+                sys.setprofile(previous)
     except NotImplementedError:
         raise Abort(Diagnosis.NOT_IMPLEMENTED, f"`{name}` is not implemented yet.") from None
     except Exception as exc:
+        if watch is not None and watch.found is not None:
+            raise _delegated(name, watch, fn) from None
         detail = f"{type(exc).__name__}: {exc}"
         where = f"{_where(exc)}{' ' + during if during else ''}"
+        if own_generator and _REFUSED_DRAW in str(exc):
+            what = f"`{name}` {str(exc).split(':')[0].removeprefix('the rule ')}{where}."
+            raise Abort(Diagnosis.IGNORES_GENERATOR, what, exception=detail) from None
         raise Abort(
             Diagnosis.RAISED, f"`{name}` raised {detail}{where}.", exception=detail
         ) from None
+    except BaseException:
+        if watch is not None and watch.found is not None:
+            raise _delegated(name, watch, fn) from None
+        raise
+    if watch is not None and watch.found is not None:
+        raise _delegated(name, watch, fn)
+    if before is not None and (source := _drew_elsewhere(before)):
+        raise Abort(Diagnosis.IGNORES_GENERATOR, f"`{name}` drew from {source}.")
+    return result
 
 
 def _record(report: Report) -> None:
@@ -128,11 +265,26 @@ def _record(report: Report) -> None:
         log.write(json.dumps(report.as_dict() | {"execution_count": count}) + "\n")
 
 
+def _references(check: str) -> dict[CodeType, str]:
+    """The grader's own solution of ``check``'s exercise, which a student could import too."""
+    reference = REFERENCES.get(check)
+    return forbidden(**{"the grader's reference solution": reference}) if reference else {}
+
+
 def run_check(
-    check: str, subject: Any, body: Callable[[str], Report], seed: int, timeout: float | None
+    check: str,
+    subject: Any,
+    body: Callable[[str], Report],
+    seed: int,
+    timeout: float | None,
+    forbid: dict[CodeType, str] | None = None,
 ) -> Report:
-    """Run ``body(name)`` sandboxed and time-limited; whatever happens, return a report."""
+    """Run ``body(name)`` sandboxed and time-limited; whatever happens, return a report.
+    While it runs, student code that calls ``forbid`` (the library's implementations of
+    the exercise, see :func:`forbidden`) or the grader's reference fails the check."""
     name = str(getattr(subject, "__name__", None) or type(subject).__name__)
+    watch = _Watch(_references(check) | (forbid or {}))
+    _WATCHES.append(watch)
     try:
         if not callable(subject):
             raise Abort(Diagnosis.NOT_A_FUNCTION, f"Got {type(subject).__name__} {subject!r:.60}.")
@@ -145,6 +297,11 @@ def run_check(
         report = Report(check, name, False, abort.message, abort.diagnosis)
     except Exception as exc:  # a bug in the check itself
         report = Report(check, name, False, f"Please report this: {exc!r}.", Diagnosis.GRADER_ERROR)
+    finally:
+        _WATCHES.remove(watch)
+    if watch.found is not None:  # whatever else the check made of it
+        abort = _delegated(name, watch, subject)
+        report = Report(check, name, False, abort.message, abort.diagnosis, abort.evidence)
     _record(report)
     return report
 

@@ -127,6 +127,17 @@ def _without_target(logits: torch.Tensor, proposed: list[int]) -> tuple[list[int
     return emitted[:n], n
 
 
+def _greedy_reference(target_logits, proposed):
+    """Correct: the engine's rule (a function of the grader's, so that a student handing in
+    the engine's own ``accept_greedy`` is told so)."""
+    return accept_greedy(target_logits, proposed)
+
+
+def _sampled_reference(target_logits, draft_probs, proposed, params, generator=None):
+    """Correct: the engine's residual rule (a function of the grader's, as above)."""
+    return accept_sampled(target_logits, draft_probs, proposed, params, generator)
+
+
 def _bytes_reference(model, context_len):
     """Correct: every weight once (the tied embedding too), plus the cache of the context."""
     return weight_bytes(model) + kv_cache_bytes_per_token(model.config) * context_len
@@ -381,8 +392,8 @@ MISTAKES: dict[str, dict[str, Mistake]] = {
 #: ``{check name: the correct solution in the student's form}``.
 REFERENCES: dict[str, Callable] = {
     "check_ngram_drafter": _ngram(),  # longest suffix first, its latest earlier occurrence
-    "check_accept_greedy": accept_greedy,
-    "check_accept_sampled": accept_sampled,
+    "check_accept_greedy": _greedy_reference,
+    "check_accept_sampled": _sampled_reference,
     "check_speculative_generate": _speculative_reference,
     "check_decode_step_bytes": _bytes_reference,
     "check_break_even_c": _break_even_reference,

@@ -14,10 +14,11 @@ import functools
 import random
 from typing import Any
 
+from specdec_lib.analysis.replay import replay_greedy
 from specdec_lib.text.language import WORKLOADS, workload_examples
 
 from .exact import ExactCheck
-from .harness import Abort, as_int, call_student
+from .harness import Abort, as_int, call_student, forbidden
 from .report import Diagnosis
 
 # (prompt, output, k): a quote, loops, a partial match, an edit, budgets of one and two
@@ -72,4 +73,5 @@ check_predict_counts = ExactCheck(
     """Check ``predict_counts(prompt, output, k) -> (target_passes, proposed, accepted)``
     against the library's replay of greedy prompt lookup (``NgramDrafter()``) on 52 cases:
     quotes, loops, partial matches, random strings, workload text cut anywhere.""",
+    forbidden(replay_greedy),
 )

@@ -21,9 +21,15 @@ from specdec_lib.analysis.exact import exact_first_token_distribution
 from specdec_lib.analysis.hypothesis import chi_square, z_score
 from specdec_lib.engine.drafters import one_hot_probs
 from specdec_lib.engine.sampling import SamplingParams, process_logits
-from specdec_lib.engine.verify import accept_sampled, accept_sampled_biased, target_distribution
+from specdec_lib.engine.tree import walk_sampled
+from specdec_lib.engine.verify import (
+    accept_sampled,
+    accept_sampled_biased,
+    sampled_rule,
+    target_distribution,
+)
 
-from .harness import Abort, as_tokens, as_verification, call_student, run_check
+from .harness import Abort, as_tokens, as_verification, call_student, forbidden, run_check
 from .report import Diagnosis as D
 from .report import Report
 
@@ -83,7 +89,8 @@ class _Runner:
         for _ in range(trials):
             proposed = propose(ours)
             args = (logits.clone(), q.clone(), list(proposed), params, gen)
-            result = call_student(self.fn, self.name, *args, during=f"with k = {q.shape[0]}")
+            during = f"with k = {q.shape[0]}"
+            result = call_student(self.fn, self.name, *args, during=during, own_generator=True)
             self.calls += 1
             emitted, n = as_verification(result, self.name)
             if problem := _round_problem(emitted, n, proposed):
@@ -211,6 +218,9 @@ def _probe_filtered(runner: _Runner) -> _Seen:
 
 _PROBES = [_probe_equal, _probe_shift, _probe_ratio, _probe_rate, _probe_one_hot, _probe_filtered]
 
+#: The library's residual rule, however reached (chapter 12's walk runs it at every node).
+_RULES = forbidden(accept_sampled, sampled_rule, walk_sampled)
+
 
 def check_accept_sampled(
     accept_sampled: Callable, seed: int = 0, timeout: float | None = 60.0
@@ -219,7 +229,7 @@ def check_accept_sampled(
     in about 700 seeded calls: p == q accepts all and adds a bonus, a proposal row 0 rules
     out is rejected, p(x) > q(x) is accepted; the acceptance rate is min(1, p/q); with a
     one-hot drafter P(d) = p(d) and no replacement is d; at temperature 0.8 and top-k 5
-    the second token follows the filtered p."""
+    the second token follows the filtered p. Every draw must come from ``generator``."""
 
     def body(name: str) -> Report:
         runner = _Runner(accept_sampled, name, seed)
@@ -248,7 +258,7 @@ def check_accept_sampled(
             raise errors[0]
         return Report("check_accept_sampled", name, True, _PASSED, None, evidence)
 
-    return run_check("check_accept_sampled", accept_sampled, body, seed, timeout)
+    return run_check("check_accept_sampled", accept_sampled, body, seed, timeout, _RULES)
 
 
 _SEEDS = 100  # per rule

@@ -14,18 +14,25 @@ from typing import Any
 
 import torch
 
+from specdec_lib.engine.batched import speculative_generate_batch
 from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter, Proposal
-from specdec_lib.engine.generate import generate
+from specdec_lib.engine.generate import generate, speculate
 from specdec_lib.engine.generate import speculative_generate as library_loop
 from specdec_lib.engine.sampling import SamplingParams
+from specdec_lib.engine.tree_decode import tree_speculate, tree_speculative_generate
 from specdec_lib.engine.weights import load_model
 from specdec_lib.text.language import workload_prompts
 from specdec_lib.text.tokenizer import Tokenizer
 
-from .harness import Abort, as_tokens, call_student, run_check
+from .harness import Abort, as_tokens, call_student, forbidden, run_check
 from .report import Diagnosis, Report
 
 _MAX_REPEATS = 25  # asked this often in a row for one context: the loop is stuck
+
+#: The library's speculative loops: one request, a batch, a tree.
+_LOOPS = forbidden(
+    speculate, library_loop, speculative_generate_batch, tree_speculate, tree_speculative_generate
+)
 
 
 class _WatchedDrafter:
@@ -128,4 +135,6 @@ def check_speculative_generate(
         message += f"{tokens / ours:.2f})."
         return Report("check_speculative_generate", name, True, message, None, evidence)
 
-    return run_check("check_speculative_generate", speculative_generate, body, seed, timeout)
+    return run_check(
+        "check_speculative_generate", speculative_generate, body, seed, timeout, _LOOPS
+    )

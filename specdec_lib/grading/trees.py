@@ -23,15 +23,29 @@ import torch
 
 from specdec_lib.analysis.enumeration import enumerate_outcomes
 from specdec_lib.analysis.trees import sibling_draws
-from specdec_lib.engine.tree import ancestor_mask
+from specdec_lib.engine.tree import (
+    ancestor_mask,
+    draw_child,
+    node_depths,
+    remaining,
+    tree_layout,
+    walk_sampled,
+)
 
-from .harness import Abort, as_int, as_tokens, call_student, run_check
+from .harness import Abort, as_int, as_tokens, call_student, forbidden, run_check
 from .mistakes import MISTAKES, REFERENCES
 from .report import Diagnosis as D
 from .report import Report
 from .tree_slips import multi_draft_thresholds
 
 # --- the mask and the positions ---------------------------------------------------------
+
+#: What the mask exercise says not to call (``TokenTree.depths`` calls ``node_depths``).
+_LAYOUT = forbidden(ancestor_mask, node_depths, tree_layout)
+
+#: What the multi-draft exercise says not to call: the walk, and the draw without
+#: replacement's distribution (``draw_child`` calls ``remaining``).
+_WALK = forbidden(walk_sampled, remaining, draw_child)
 
 #: The diagnoses of a wrong layout, the most specific first.
 _LAYOUT_ORDER = (
@@ -136,7 +150,7 @@ def check_tree_mask(
         details = f"Wrong on {wrong} of {len(cases)} trees; the first: {seen[first]}."
         raise Abort(first, details, **evidence)
 
-    return run_check("check_tree_mask", tree_mask_and_positions, body, seed, timeout)
+    return run_check("check_tree_mask", tree_mask_and_positions, body, seed, timeout, _LAYOUT)
 
 
 # --- the multi-draft rule ---------------------------------------------------------------
@@ -183,10 +197,19 @@ def _exact(fn: Callable, name: str, p: torch.Tensor, q: torch.Tensor, m: int) ->
         children = tree.tokens
 
         def call(g, children=children):  # noqa: ANN001, ANN202
-            return [_token(call_student(fn, name, p.clone(), q.clone(), list(children), g))], 0
+            args = (p.clone(), q.clone(), list(children), g)
+            return [_token(call_student(fn, name, *args, own_generator=True))], 0
 
         guesses = dict(enumerate(multi_draft_thresholds(p, q, children)))
-        for o in enumerate_outcomes(call, guesses, checked):
+        try:
+            outcomes = enumerate_outcomes(call, guesses, checked)
+        except ValueError as exc:  # the enumerator could not follow the rule's draws
+            details = (
+                f"The check follows every random draw exactly and could not follow yours "
+                f"({exc}): return the token torch.multinomial drew as it is."
+            )
+            raise Abort(D.WRONG_TYPE, details) from None
+        for o in outcomes:
             try:
                 out += prob * o.probability * o.token_distribution(0, _V)
             except ValueError:
@@ -245,4 +268,4 @@ def check_verify_children(
         )
         raise Abort(diagnosis, details, **evidence)
 
-    return run_check("check_verify_children", verify_children, body, seed, timeout)
+    return run_check("check_verify_children", verify_children, body, seed, timeout, _WALK)
