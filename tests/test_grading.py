@@ -258,8 +258,8 @@ def _stubs():
     return dict(zip(G.CHECKS.values(), stubs, strict=True))
 
 
-def test_every_check_reports_a_stub_as_not_implemented_without_raising(
-    untrained_target, untrained_draft
+def test_every_check_reports_a_stub_as_not_attempted_without_raising(
+    untrained_target, untrained_draft, monkeypatch
 ):
     models = {"target": untrained_target, "draft": untrained_draft}
     for check, stub in _stubs().items():
@@ -269,9 +269,16 @@ def test_every_check_reports_a_stub_as_not_implemented_without_raising(
         }
         report = check(stub, **wants.get(check.__name__, {}))
         assert not report.passed and report.diagnosis is Diagnosis.NOT_IMPLEMENTED, report
-        assert "not implemented yet" in str(report)
+        assert not report.attempted and "not implemented yet" in str(report)
+        assert str(report).startswith(f"TO DO {check.__name__}(")
+        assert "not attempted yet (NotImplementedError)" in report.headline
+        # Run All goes on to the next exercise; nbgrader's autograder scores it nothing.
+        monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+        assert report.raise_if_failed() is report
+        monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
         with pytest.raises(NotImplementedError):
             report.raise_if_failed()
+        monkeypatch.delenv("NBGRADER_EXECUTION")
 
 
 def test_code_that_raises_is_reported_with_the_failing_line():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import math
+import os
 from dataclasses import dataclass, field
 from enum import Enum, unique
 from typing import Any
@@ -42,7 +43,7 @@ Diagnosis = unique(
     _Diagnosis(
         "Diagnosis",
         _table("""
-NOT_IMPLEMENTED | not implemented yet | Replace the `raise NotImplementedError()` line.
+NOT_IMPLEMENTED | not attempted yet (NotImplementedError) | Replace `raise NotImplementedError()`.
 RAISED | raised an exception | Fix the error and run this check again.
 NOT_A_FUNCTION | not a function | Pass the function itself, without calling it.
 WRONG_TYPE | returned the wrong type | Return what the exercise asks for.
@@ -145,8 +146,14 @@ class Report:
         return self.passed
 
     @property
+    def attempted(self) -> bool:
+        """False for a stub that still raises ``NotImplementedError``."""
+        return self.diagnosis is not Diagnosis.NOT_IMPLEMENTED
+
+    @property
     def headline(self) -> str:
-        text = f"{'PASSED' if self.passed else 'FAILED'} {self.check}({self.subject})"
+        verdict = "PASSED" if self.passed else "FAILED" if self.attempted else "TO DO"
+        text = f"{verdict} {self.check}({self.subject})"
         return text + (f": {self.diagnosis.headline}" if self.diagnosis else "")
 
     def __str__(self) -> str:
@@ -159,7 +166,7 @@ class Report:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        colour = "#2e7d32" if self.passed else "#c62828"
+        colour = "#2e7d32" if self.passed else "#c62828" if self.attempted else "#8d6e00"
         rows = "".join(
             f"<tr><td style='padding:0 1em 0 0'>{html.escape(str(k))}</td>"
             f"<td><code>{html.escape(_format_value(v))}</code></td></tr>"
@@ -174,11 +181,17 @@ class Report:
         )
 
     def raise_if_failed(self) -> Report:
-        """Return the report if it passed; else raise it (``NotImplementedError`` for a stub)."""
+        """Return the report if it passed; raise ``AssertionError`` with it if an attempt
+        failed. A stub's report ("not attempted yet") is returned too, so that a notebook run
+        top to bottom goes on to its next exercise, except under nbgrader's autograder or
+        validator (``NBGRADER_EXECUTION`` set), where it raises ``NotImplementedError``: a
+        test cell that raises scores nothing."""
         if self.passed:
             return self
-        if self.diagnosis is Diagnosis.NOT_IMPLEMENTED:
-            raise NotImplementedError(str(self))
+        if not self.attempted:
+            if os.environ.get("NBGRADER_EXECUTION"):
+                raise NotImplementedError(str(self))
+            return self
         raise AssertionError(str(self))
 
     def as_dict(self) -> dict[str, Any]:
