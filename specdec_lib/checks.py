@@ -189,6 +189,14 @@ class _Proposal(Protocol):
     def dense_probs(self, vocab_size: int) -> torch.Tensor: ...
 
 
+class _Tree(Protocol):
+    tokens: list[int]
+    probs: torch.Tensor | None
+    depths: list[int]
+
+    def __len__(self) -> int: ...
+
+
 class _Greedy(Protocol):
     greedy: bool
 
@@ -267,3 +275,19 @@ def check_proposal(proposal: _Proposal, name: str, k: int, params: _Greedy, voca
     if not params.greedy:
         check_draft_probs(proposal.dense_probs(vocab_size), tokens, vocab_size)
     return dataclasses.replace(proposal, tokens=tokens)
+
+
+def check_tree(tree: _Tree, drafter: object, max_nodes: int | None, depth: int, vocab_size: int):
+    """A tree drafter's ``tree`` if it holds at most ``max_nodes`` nodes (``None``: any number)
+    over at most ``depth`` levels, with valid ids and, if given, one distribution a node."""
+    name = getattr(drafter, "name", type(drafter).__name__)
+    levels = max(tree.depths, default=-1) + 1
+    if (max_nodes is not None and len(tree) > max_nodes) or levels > depth:
+        raise ValueError(
+            f"{name} drafted {len(tree)} nodes over {levels} levels; "
+            f"max_nodes is {max_nodes}, the depth allowed {depth}"
+        )
+    check_ids(f"{name}'s tree tokens", tree.tokens, vocab_size)
+    if tree.probs is not None and tuple(tree.probs.shape) != (len(tree), vocab_size):
+        raise ValueError(f"{name}'s tree probs must have shape {(len(tree), vocab_size)}")
+    return tree

@@ -11,7 +11,7 @@ import torch
 from specdec_lib import ModelConfig, SamplingParams, SpeculationStats, TinyGPT, generate
 from specdec_lib.analysis.hypothesis import distribution_test
 from specdec_lib.analysis.trees import exact_first_token, sampled_first_tokens, sibling_draws
-from specdec_lib.engine import tree_decode
+from specdec_lib.engine import tree as tree_module
 from specdec_lib.engine.model import Layout
 from specdec_lib.engine.sampling import process_logits
 from specdec_lib.engine.tree import (
@@ -353,7 +353,7 @@ def test_whole_sampled_tree_generations_follow_the_joint_law_and_a_stale_residua
     p = process_logits(row, setup.params)
     draws = sibling_draws(q, 3)
     with stale.active():  # the bias the test must see: exact, on the first token alone
-        biased = exact_first_token(tree_decode.walk_sampled, row.repeat(4, 1), draws, setup.params)
+        biased = exact_first_token(tree_module.walk_sampled, row.repeat(4, 1), draws, setup.params)
     assert 0.5 * float((biased - p).abs().sum()) > 0.1
     n = 1000
     assert setup.joint.sum() == pytest.approx(1.0)

@@ -2,8 +2,9 @@
 
 After each round the cache holds every request's context but its last, "pending" token,
 so the first round feeds the whole prompt plus the proposal: prefill and the first
-verification share one pass. Without a cache (the textbook version) every round re-runs
-the target over the whole context.
+verification share one pass. Every proposal is a token tree (a chain drafter's has one
+child a node, and takes a plain causal pass). Without a cache (the textbook version,
+chains only) every round re-runs the target over the whole context.
 """
 
 from __future__ import annotations
@@ -13,22 +14,21 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specdec_lib.checks import check_drafters, check_int, check_k, check_prompt, check_proposal
-from specdec_lib.engine.drafters import Drafter, LibraryDrafter, Proposal
+from specdec_lib.checks import (
+    check_drafters,
+    check_int,
+    check_k,
+    check_prompt,
+    check_proposal,
+    check_tree,
+)
+from specdec_lib.engine import tree as trees
+from specdec_lib.engine.drafters import Drafter, LibraryDrafter, one_hot_probs
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams, argmax, process_logits, sample
 from specdec_lib.engine.verify import greedy_rule, sampled_rule
 
 PAD_ID = 0  # any valid id: padded positions lie beyond each row's length and are never attended
-
-
-def next_token(
-    logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None
-) -> int:
-    """Pick one token from a row of logits: argmax if greedy, else sample the processed p."""
-    if params.greedy:
-        return argmax(logits)
-    return sample(process_logits(logits, params), generator)
 
 
 @torch.inference_mode()
@@ -48,6 +48,15 @@ def generate(
         if len(out) == params.max_tokens:
             return out
         logits = model(torch.tensor([[out[-1]]]), cache)[0, -1]
+
+
+def next_token(
+    logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None
+) -> int:
+    """Pick one token from a row of logits: argmax if greedy, else sample the processed p."""
+    if params.greedy:
+        return argmax(logits)
+    return sample(process_logits(logits, params), generator)
 
 
 @dataclass(frozen=True)
@@ -125,38 +134,72 @@ class SpeculationStats:
             for a, p in zip(self.position_accepted, self.position_proposed, strict=True)
         ]
 
-    def record(self, r: RoundRecord, draft_passes: int, target_passes: int = 1) -> None:
-        """Count one request's round. A batched pass serving many requests counts once."""
-        m = len(r.proposed)
+    def record(
+        self, r: RoundRecord, draft_passes: int, target_passes: int = 1, depth: int | None = None
+    ) -> None:
+        """Count one request's round. A batched pass serving many requests counts once. Every
+        node of a tree counts as proposed, and positions count by ``depth`` (levels drafted;
+        ``None``: a chain, whose depth is its length), the accepted path down from the root."""
+        depth = len(r.proposed) if depth is None else depth
         self.rounds += 1
         self.target_passes += target_passes
         self.draft_passes += draft_passes
-        self.proposed += m
+        self.proposed += len(r.proposed)
         self.accepted += r.n_accepted
         self.emitted += len(r.emitted)
         for counts in (self.position_proposed, self.position_accepted):
-            counts += [0] * (m - len(counts))
-        for i in range(m):
+            counts += [0] * (depth - len(counts))
+        for i in range(depth):
             self.position_proposed[i] += 1
             self.position_accepted[i] += int(i < r.n_accepted)
         self.log.append(r)
 
 
-def _propose(
+def _draft(
     drafter: Drafter,
     context: list[int],
-    k: int,
+    depth: int,
     params: SamplingParams,
     generator: torch.Generator | None,
     vocab: int,
-) -> Proposal:
-    """Up to ``k`` tokens after the engine's own context. The library's drafters are
-    trusted with it; anyone else's proposal is input, so it is checked."""
+    max_nodes: int | None,
+) -> trees.TokenTree:
+    """Up to ``depth`` levels of drafted tokens after the engine's own context, as a tree: a
+    chain drafter's proposal is the tree with one child a node. The library's chain drafters
+    are trusted with the context; anyone else's proposal, and every tree, is checked."""
+    if hasattr(drafter, "draft_tree"):  # a tree drafter: nothing to draft at depth 0
+        tree = drafter.draft_tree(context, depth, params, generator) if depth else trees.chain([])
+        return check_tree(tree, drafter, max_nodes, depth, vocab)
     if isinstance(drafter, LibraryDrafter):
-        return drafter.draft(context, k, params, generator)
-    return check_proposal(
-        drafter.propose(context, k, params, generator), drafter.name, k, params, vocab
-    )
+        p = drafter.draft(context, depth, params, generator)
+    else:
+        p = drafter.propose(context, depth, params, generator)
+        p = check_proposal(p, drafter.name, depth, params, vocab)
+    return trees.chain(p.tokens, p.probs, p.draft_passes)
+
+
+def _verify(
+    logits: torch.Tensor,
+    tree: trees.TokenTree,
+    params: SamplingParams,
+    generator: torch.Generator | None,
+    walk: trees.Walk | None,
+) -> tuple[list[int], list[int]]:
+    """The accepted path (tree indices) and the emitted tokens. A chain goes to the chain
+    rules, which are the walks with one child a node and nothing to search; ``walk``, if
+    given, verifies every tree."""
+    if walk is not None:
+        return walk(logits, tree, params, generator)
+    if not trees.is_chain(tree):
+        if params.greedy:
+            return trees.walk_greedy(logits, tree)
+        return trees.walk_sampled(logits, tree, params, generator)
+    if params.greedy:
+        emitted, n = greedy_rule(logits, tree.tokens)
+    else:
+        q = one_hot_probs(tree.tokens, logits.shape[-1]) if tree.probs is None else tree.probs
+        emitted, n = sampled_rule(logits, q, tree.tokens, params, generator)
+    return list(range(n)), emitted
 
 
 @torch.inference_mode()
@@ -170,11 +213,16 @@ def speculate(
     stats: SpeculationStats | None = None,
     use_kv_cache: bool = True,
     adaptive_k: AdaptiveK | None = None,
+    walk: trees.Walk | None = None,
+    max_nodes: int | None = None,
 ) -> list[list[int]]:
     """The speculation loop, for checked prompts and one drafter per request.
 
-    Every round is one target pass for all unfinished requests; finished ones ride
-    along with nothing proposed until the slowest is done.
+    Every round is one target pass for all unfinished requests; finished ones ride along
+    with nothing proposed until the slowest is done. Every proposal is a token tree up to
+    ``k`` deep, a chain being the tree with one child a node. While every row is a chain,
+    the pass is a plain causal one; otherwise the tree layout places each node at its
+    depth's position, seeing only its ancestors (:mod:`.tree`).
     """
     seqs = [list(p) for p in prompts]
     n_prompt = [len(s) for s in seqs]
@@ -182,45 +230,49 @@ def speculate(
     rounds: list[list[tuple[int, int]]] = [[] for _ in seqs]  # (proposed, accepted), for adaptive_k
     cache = target.new_cache(len(seqs)) if use_kv_cache else None
     vocab = target.config.vocab_size
+    reads_hidden = [getattr(d, "reads_hidden", False) for d in drafters]
     while True:
         left = [params.max_tokens - len(s) + n for s, n in zip(seqs, n_prompt, strict=True)]
         active = [b for b, r in enumerate(left) if r > 0]
         if not active:
             return [s[n:] for s, n in zip(seqs, n_prompt, strict=True)]
-        # Never draft past max_tokens: a round emits up to m+1 tokens.
-        proposals = {
-            b: _propose(drafters[b], seqs[b], min(ks[b], left[b] - 1), params, generator, vocab)
-            for b in active
-        }
-        # Feed what the cache lacks (all but the pending token) and the proposal; only the
-        # last m+1 fed positions are scored: they score the m drafted tokens and the bonus.
-        cached = [0] * len(seqs) if cache is None else cache.lengths
-        fed = [s[c:] for s, c in zip(seqs, cached, strict=True)]
+        # Never draft past max_tokens: a round emits up to depth + 1 tokens.
+        drafted = [trees.chain([]) for _ in seqs]
         for b in active:
-            fed[b] += proposals[b].tokens
+            depth = min(ks[b], left[b] - 1)
+            drafted[b] = _draft(drafters[b], seqs[b], depth, params, generator, vocab, max_nodes)
+        # Feed what the cache lacks (all but the pending token) and the tree; only the last
+        # n+1 fed positions are scored: they score the n drafted tokens and the bonus.
+        cached = [0] * len(seqs) if cache is None else cache.lengths
+        fed = [s[c:] + t.tokens for s, c, t in zip(seqs, cached, drafted, strict=True)]
         width = max(len(f) for f in fed)
-        scored = max(width - len(fed[b]) + len(proposals[b].tokens) + 1 for b in active)
+        scored = max(width - len(fed[b]) + len(drafted[b]) + 1 for b in active)
         ids = torch.tensor([f + [PAD_ID] * (width - len(f)) for f in fed])
-        logits = target(ids, cache, logits_to_keep=scored)
+        chains = all(trees.is_chain(t) for t in drafted)
+        if chains and not any(reads_hidden):
+            logits = target(ids, cache, logits_to_keep=scored)
+        else:
+            parents = [t.parents for t in drafted]
+            layout = None if chains else trees.tree_layout(cached, [len(f) for f in fed], parents)
+            logits, hidden = target(ids, cache, logits_to_keep=scored, layout=layout, hidden=True)
         keep = list(cached)
         for b in active:
-            proposal, end = proposals[b], len(fed[b]) - width + scored
-            m = len(proposal.tokens)
-            rows = logits[b, end - m - 1 : end]  # scores of the m drafted tokens and the bonus
-            if params.greedy:
-                emitted, n_acc = greedy_rule(rows, proposal.tokens)
-            else:
-                q = proposal.dense_probs(vocab)
-                emitted, n_acc = sampled_rule(rows, q, proposal.tokens, params, generator)
-            keep[b] = len(seqs[b]) + n_acc  # pending + accepted; the rest rolls back
+            tree, end = drafted[b], len(fed[b]) - width + scored
+            first = end - len(tree) - 1  # the row scoring the root's children
+            path, emitted = _verify(logits[b, first:end], tree, params, generator, walk)
+            if cache is not None:  # a chain's path is already where decoding puts it
+                trees.keep_path(cache, b, len(seqs[b]), path)
+            keep[b] = len(seqs[b]) + len(path)  # pending + accepted; the rest rolls back
             seqs[b] += emitted
+            if reads_hidden[b]:  # heads read the state that produced the new pending token
+                drafters[b].observe(hidden[b, first + (path[-1] + 1 if path else 0)], len(seqs[b]))
             if stats is not None:  # the shared pass counts once, with the first request
-                r = RoundRecord(
-                    proposal.tokens, n_acc, emitted, ks[b], None if cache is None else keep[b]
-                )
-                stats.record(r, proposal.draft_passes, int(b == active[0]))
+                kept = None if cache is None else keep[b]
+                r = RoundRecord(tree.tokens, len(path), emitted, ks[b], kept)
+                depth = None if trees.is_chain(tree) else max(tree.depths, default=-1) + 1
+                stats.record(r, tree.draft_passes, int(b == active[0]), depth)
             if adaptive_k is not None:
-                rounds[b].append((m, n_acc))
+                rounds[b].append((len(tree), len(path)))
                 ks[b] = adaptive_k.next_k(ks[b], rounds[b])
         if cache is not None:
             cache.crop(keep)

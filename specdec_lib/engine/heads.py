@@ -29,7 +29,7 @@ from safetensors.torch import load_file
 from specdec_lib.checks import check_int
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
-from specdec_lib.engine.tree import TokenTree, TreeShape, draw_child, elder_tokens
+from specdec_lib.engine.tree import GrowingTree, TokenTree, TreeShape
 from specdec_lib.engine.weights import WEIGHTS_DIR, read_manifest, sha256
 
 HEADS_FILE = "heads.safetensors"
@@ -62,7 +62,7 @@ class MedusaHeads(nn.Module):
 
 class HeadsTreeDrafter:
     """Drafts a static token tree from the heads, reading the hidden state the last target
-    pass left for this request (:func:`~specdec_lib.engine.tree_decode.tree_speculate`
+    pass left for this request (:func:`~specdec_lib.engine.generate.speculate`
     hands it over after each round; before the first there is none, and the tree is empty).
 
     A node at depth d takes head d's guess of rank r (its rank path's last entry): greedy,
@@ -99,26 +99,10 @@ class HeadsTreeDrafter:
         if self.hidden is None or self.hidden_for != len(context):
             return TokenTree([], [])
         logits = self.heads(self.hidden)  # (n_heads, V)
-        index: dict[tuple[int, ...], int] = {}
-        tokens: list[int] = []
-        parents: list[int] = []
-        rows: list[torch.Tensor] = []
-        for path in self.shape.paths:
-            if len(path) > max_depth or (len(path) > 1 and path[:-1] not in index):
-                continue
-            elder = elder_tokens(index, tokens, path)
-            if elder is None:  # an elder sibling had nothing left to draw
-                continue
-            drawn = draw_child(logits[len(path) - 1], path[-1], elder, params, generator)
-            if drawn is None:
-                continue
-            token, row = drawn
-            index[path] = len(tokens)
-            parents.append(index.get(path[:-1], -1))
-            tokens.append(token)
-            rows.append(row)
-        probs = None if params.greedy or not rows else torch.stack(rows)
-        return TokenTree(tokens, parents, probs)
+        tree = GrowingTree()
+        paths = [p for p in self.shape.paths if len(p) <= max_depth]
+        tree.grow(paths, lambda path: logits[len(path) - 1], params, generator)
+        return tree.tree(params)
 
 
 def heads_info(directory: Path = WEIGHTS_DIR) -> dict:

@@ -15,7 +15,7 @@ into place, so the cache reads as if the path had been decoded one token at a ti
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,9 +134,9 @@ def node_depths(parents: Sequence[int]) -> list[int]:
     return depths
 
 
-def chain(tokens: Sequence[int]) -> TokenTree:
+def chain(tokens: Sequence[int], probs: torch.Tensor | None = None, passes: int = 0) -> TokenTree:
     """A chain is the tree where every node hangs under the one before."""
-    return TokenTree(list(tokens), list(range(-1, len(tokens) - 1)))
+    return TokenTree(list(tokens), list(range(-1, len(tokens) - 1)), probs, passes)
 
 
 def ancestor_mask(parents: Sequence[int]) -> torch.Tensor:
@@ -354,3 +354,53 @@ def draw_child(
         return ranked(logits, rank), None
     q = remaining(process_logits(logits, params), elder)
     return None if q is None else (sample(q, generator), q)
+
+
+class GrowingTree:
+    """A tree being drawn from a :class:`TreeShape`, level by level (both shape-based
+    drafters, the draft model's and the heads', fill it): ``index`` maps each drawn rank
+    path to its node."""
+
+    def __init__(self) -> None:
+        self.index: dict[tuple[int, ...], int] = {}
+        self.tokens: list[int] = []
+        self.parents: list[int] = []
+        self.rows: list[torch.Tensor] = []
+
+    def grow(
+        self,
+        paths: Sequence[tuple[int, ...]],
+        logits_for: Callable[[tuple[int, ...]], torch.Tensor],
+        params: SamplingParams,
+        generator: torch.Generator | None,
+    ) -> None:
+        """Draw each of ``paths`` (in order, each after its elder siblings) whose parent was
+        drawn, from the drafter's ``logits_for(path)``; skip those left with nothing to draw."""
+        for path in paths:
+            if len(path) > 1 and path[:-1] not in self.index:  # its parent was not drawn
+                continue
+            elder = elder_tokens(self.index, self.tokens, path)
+            if elder is None:  # an elder sibling had nothing left to draw
+                continue
+            drawn = draw_child(logits_for(path), path[-1], elder, params, generator)
+            if drawn is None:
+                continue
+            self.index[path] = len(self.tokens)
+            self.parents.append(self.index.get(path[:-1], -1))
+            self.tokens.append(drawn[0])
+            self.rows.append(drawn[1])
+
+    def tree(self, params: SamplingParams, draft_passes: int = 0) -> TokenTree:
+        probs = None if params.greedy or not self.rows else torch.stack(self.rows)
+        return TokenTree(self.tokens, self.parents, probs, draft_passes)
+
+
+def is_chain(tree: TokenTree) -> bool:
+    """Every node under the one before (or no node at all): a chain drafter's proposal, which
+    the loop verifies with a plain causal pass and the chain rules."""
+    return tree.parents == list(range(-1, len(tree.parents) - 1))
+
+
+Walk = Callable[
+    [torch.Tensor, TokenTree, SamplingParams, torch.Generator | None], tuple[list[int], list[int]]
+]

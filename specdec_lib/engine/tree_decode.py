@@ -10,31 +10,18 @@ from (:class:`~specdec_lib.engine.tree.TokenTree`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
 import torch
 
-from specdec_lib.checks import check_ids, check_int, check_prompts
+from specdec_lib.checks import check_int, check_prompts
 from specdec_lib.engine.drafters import DraftModelDrafter
-from specdec_lib.engine.generate import PAD_ID, RoundRecord, SpeculationStats
+from specdec_lib.engine.generate import SpeculationStats, speculate
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
-from specdec_lib.engine.tree import (
-    TokenTree,
-    TreeShape,
-    draw_child,
-    elder_tokens,
-    keep_path,
-    tree_layout,
-    walk_greedy,
-    walk_sampled,
-)
-
-Walk = Callable[
-    [torch.Tensor, TokenTree, SamplingParams, torch.Generator | None], tuple[list[int], list[int]]
-]
+from specdec_lib.engine.tree import GrowingTree, TokenTree, TreeShape, Walk, tree_layout
 
 
 class TreeDrafter(Protocol):
@@ -75,41 +62,27 @@ class DraftModelTreeDrafter(DraftModelDrafter):
     ) -> TokenTree:
         n_context = len(context)
         logits = {(): self.logits_after(context)}  # rank path -> logits of its next token
-        tokens: list[int] = []
-        parents: list[int] = []
-        rows: list[torch.Tensor] = []
-        index: dict[tuple[int, ...], int] = {}
+        tree = GrowingTree()
         passes = 1
         for depth in range(1, min(self.shape.depth, max_depth) + 1):
             if depth > 1:  # score the last level's nodes, after their ancestors (cached)
-                done = sum(len(p) < depth - 1 for p in index)  # nodes of earlier levels
+                done = sum(len(p) < depth - 1 for p in tree.index)  # nodes of earlier levels
                 layout = (  # a chain so far is a plain pass: no layout needed
                     None
-                    if parents == list(range(-1, len(parents) - 1))
+                    if tree.parents == list(range(-1, len(tree.parents) - 1))
                     else tree_layout(
-                        [n_context + done], [len(tokens) - done], [parents], kept=[done]
+                        [n_context + done], [len(tree.tokens) - done], [tree.parents], kept=[done]
                     )
                 )
-                out = self.model(torch.tensor([tokens[done:]]), self.cache, layout=layout)[0]
+                fed = torch.tensor([tree.tokens[done:]])
+                out = self.model(fed, self.cache, layout=layout)[0]
                 passes += 1
-                logits.update({p: out[i - done] for p, i in index.items() if len(p) == depth - 1})
-            for path in (p for p in self.shape.paths if len(p) == depth):
-                if path[:-1] not in logits:  # its parent was not drawn
-                    continue
-                elder = elder_tokens(index, tokens, path)
-                if elder is None:  # an elder sibling had nothing left to draw
-                    continue
-                drawn = draw_child(logits[path[:-1]], path[-1], elder, params, generator)
-                if drawn is None:
-                    continue
-                token, row = drawn
-                index[path] = len(tokens)
-                parents.append(index.get(path[:-1], -1))
-                tokens.append(token)
-                rows.append(row)
+                new = {p: out[i - done] for p, i in tree.index.items() if len(p) == depth - 1}
+                logits.update(new)
+            level = [p for p in self.shape.paths if len(p) == depth]
+            tree.grow(level, lambda path: logits[path[:-1]], params, generator)
         self.cache.crop(n_context)  # the tree's entries go; the context stays cached
-        probs = None if params.greedy else torch.stack(rows) if rows else None
-        return TokenTree(tokens, parents, probs, draft_passes=passes)
+        return tree.tree(params, draft_passes=passes)
 
 
 class NgramTreeDrafter:
@@ -167,39 +140,6 @@ class NgramTreeDrafter:
         return TokenTree(tokens, parents)
 
 
-def _record(
-    stats: SpeculationStats, tree: TokenTree, path: list[int], emitted: list[int], first: bool
-) -> None:
-    """Count a tree round: proposed counts nodes, accepted the path, positions by depth."""
-    depth = max(tree.depths, default=-1) + 1
-    stats.rounds += 1
-    stats.target_passes += int(first)
-    stats.draft_passes += tree.draft_passes
-    stats.proposed += len(tree)
-    stats.accepted += len(path)
-    stats.emitted += len(emitted)
-    for counts in (stats.position_proposed, stats.position_accepted):
-        counts += [0] * (depth - len(counts))
-    for d in range(depth):
-        stats.position_proposed[d] += 1
-        stats.position_accepted[d] += int(d < len(path))
-    stats.log.append(RoundRecord(list(tree.tokens), len(path), emitted, len(tree)))
-
-
-def _check_drafted(tree: TokenTree, drafter: object, max_nodes: int, depth: int, vocab: int):
-    """A drafter's tree is input: at most ``max_nodes`` nodes, ``depth`` levels, valid ids."""
-    name = getattr(drafter, "name", type(drafter).__name__)
-    if len(tree) > max_nodes or (len(tree) and max(tree.depths) >= depth):
-        raise ValueError(
-            f"{name} drafted {len(tree)} nodes over {max(tree.depths) + 1} levels; "
-            f"max_nodes is {max_nodes}, the depth allowed {depth}"
-        )
-    check_ids(f"{name}'s tree tokens", tree.tokens, vocab)
-    if tree.probs is not None and tuple(tree.probs.shape) != (len(tree), vocab):
-        raise ValueError(f"{name}'s tree probs must have shape {(len(tree), vocab)}")
-
-
-@torch.inference_mode()
 def tree_speculate(
     target: TinyGPT,
     drafters: Sequence[TreeDrafter],
@@ -211,10 +151,9 @@ def tree_speculate(
     walk: Walk | None = None,
     max_nodes: int = 32,
 ) -> list[list[int]]:
-    """Speculative decoding with a token tree per request, all verified in one target pass.
+    """:func:`~specdec_lib.engine.generate.speculate` with a token tree per request, up to
+    ``max_depth`` deep, all verified in one target pass.
 
-    Each round feeds, per request, what the cache lacks (the pending token) and its tree;
-    the tree layout gives each node its depth's position and its ancestors' attention.
     ``walk`` is the verifier: by default :func:`walk_greedy` (greedy) or
     :func:`walk_sampled` (sampled); pass another to test a wrong one. Greedy output equals
     :func:`~specdec_lib.engine.generate.generate`'s; sampled, it is distributed as the
@@ -233,46 +172,9 @@ def tree_speculate(
         )
     if len(drafters) != len(seqs):
         raise ValueError(f"drafters must hold one per prompt ({len(seqs)}), got {len(drafters)}")
-    if walk is None:
-        walk = (lambda lg, t, _p, _g: walk_greedy(lg, t)) if params.greedy else walk_sampled
-    n_prompt = [len(s) for s in seqs]
-    cache = target.new_cache(len(seqs))
-    vocab = target.config.vocab_size
-    while True:
-        left = [params.max_tokens - len(s) + n for s, n in zip(seqs, n_prompt, strict=True)]
-        active = [b for b, r in enumerate(left) if r > 0]
-        if not active:
-            return [s[n:] for s, n in zip(seqs, n_prompt, strict=True)]
-        # Never draft past max_tokens: a round emits up to depth + 1 tokens.
-        trees = [
-            drafters[b].draft_tree(seqs[b], min(max_depth, left[b] - 1), params, generator)
-            if left[b] > 1
-            else TokenTree([], [])
-            for b in range(len(seqs))
-        ]
-        for b, t in enumerate(trees):
-            _check_drafted(t, drafters[b], max_nodes, min(max_depth, left[b] - 1), vocab)
-        cached = list(cache.lengths)
-        fed = [s[c:] + t.tokens for s, c, t in zip(seqs, cached, trees, strict=True)]
-        width = max(len(f) for f in fed)
-        scored = max(width - len(fed[b]) + len(trees[b]) + 1 for b in active)
-        layout = tree_layout(cached, [len(f) for f in fed], [t.parents for t in trees])
-        ids = torch.tensor([f + [PAD_ID] * (width - len(f)) for f in fed])
-        logits, hidden = target(ids, cache, logits_to_keep=scored, layout=layout, hidden=True)
-        keep = cached  # finished requests ride along and keep what they had
-        for b in active:
-            tree, end = trees[b], len(fed[b]) - width + scored
-            first = end - len(tree) - 1  # the row scoring the root's children
-            path, emitted = walk(logits[b, first:end], tree, params, generator)
-            keep_path(cache, b, len(seqs[b]), path)  # after the pending token: the path
-            keep[b] = len(seqs[b]) + len(path)
-            seqs[b] += emitted
-            if getattr(drafters[b], "reads_hidden", False):  # heads read the state that
-                last = first + (path[-1] + 1 if path else 0)  # produced the new pending token
-                drafters[b].observe(hidden[b, last], len(seqs[b]))
-            if stats is not None:  # the shared pass counts once, with the first request
-                _record(stats, tree, path, emitted, b == active[0])
-        cache.crop(keep)
+    return speculate(
+        target, drafters, seqs, params, max_depth, generator, stats, walk=walk, max_nodes=max_nodes
+    )
 
 
 def tree_speculative_generate(

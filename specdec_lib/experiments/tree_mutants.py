@@ -30,6 +30,7 @@ import torch
 from specdec_lib.analysis.hypothesis import distribution_test
 from specdec_lib.analysis.trees import exact_first_token, sibling_draws
 from specdec_lib.checks import check_int
+from specdec_lib.engine import tree as tree_module
 from specdec_lib.engine import tree_decode
 from specdec_lib.engine.generate import generate
 from specdec_lib.engine.model import Layout, ModelConfig, TinyGPT
@@ -186,7 +187,7 @@ def node_law(m: Mutant, place: NodePlace) -> torch.Tensor:
     """Exact law (V,) of the token that leaves the node under mutant ``m``."""
     draws = sibling_draws(place.q, 2, _RECORDED.get(m.name, "drawn"))
     with m.active():
-        return exact_first_token(tree_decode.walk_sampled, place.logits, draws, place.params)
+        return exact_first_token(tree_module.walk_sampled, place.logits, draws, place.params)
 
 
 def node_test(m: Mutant, place: NodePlace, n: int, seed: int) -> bool:
@@ -201,10 +202,10 @@ def node_test(m: Mutant, place: NodePlace, n: int, seed: int) -> bool:
             for rank in range(2):
                 elder = [t for t, _ in drawn]
                 drawn.append(
-                    tree_decode.draw_child(place.draft_logits, rank, elder, place.params, g)
+                    tree_module.draw_child(place.draft_logits, rank, elder, place.params, g)
                 )
             tree = TokenTree([t for t, _ in drawn], [-1, -1], torch.stack([q for _, q in drawn]))
-            tokens[i] = tree_decode.walk_sampled(place.logits, tree, place.params, g)[1][0]
+            tokens[i] = tree_module.walk_sampled(place.logits, tree, place.params, g)[1][0]
     counts = torch.from_numpy(np.bincount(tokens, minlength=place.p.shape[-1]))
     return not distribution_test(counts, place.p).passed
 
