@@ -255,6 +255,21 @@ def test_round_bars_stack_what_each_pass_emitted_and_hatch_the_rejections(course
     assert [t.get_text() for t in fig.legends[0].get_texts()].count(
         "rejected proposals (not emitted)"
     ) == 1
+    # every swatch is styled as what it labels, whichever panel has rejections first
+    swatch = dict(
+        zip(
+            [t.get_text() for t in fig.legends[0].get_texts()],
+            fig.legends[0].legend_handles,
+            strict=True,
+        )
+    )
+    hatched = swatch["rejected proposals (not emitted)"]
+    assert hatched.get_hatch() == "///" and hatched.get_facecolor()[3] == 0
+    rejection = right.patches[-1]
+    assert hatched.get_edgecolor() == rejection.get_edgecolor()
+    for label, bar in [("accepted proposals", 0), ("target's own token", 2)]:
+        assert swatch[label].get_facecolor() == left.patches[bar].get_facecolor(), label
+        assert not swatch[label].get_hatch(), label
     plt.close(fig)
     with pytest.raises(ValueError, match="k must"):
         plot_rounds({"a": full}, k=0)

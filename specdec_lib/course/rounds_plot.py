@@ -14,7 +14,10 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import matplotlib.pyplot as plt
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from specdec_lib.course.plotting import COLORS
@@ -65,14 +68,40 @@ def plot_rounds(runs: Mapping[str, _Run], k: int) -> Figure:
     fig.suptitle(
         f"Every round emits between 1 and k + 1 tokens (k = {k})", fontweight="bold", y=1.02
     )
-    legend = {}  # label -> handle, over all panels: a run without rejections has no hatching
-    for ax in axes[0]:
-        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            legend.setdefault(label, handle)
+    # The legend is drawn from proxies built with the bars' own colours and hatching,
+    # not from a panel's handles: a panel without a rejection has an empty hatched
+    # container, whose default patch would show the wrong swatch.
+    handles = _legend_handles()
     fig.legend(
-        legend.values(), legend.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncols=3
+        handles,
+        [h.get_label() for h in handles],
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncols=3,
     )
     return fig
+
+
+def _legend_handles() -> list[Artist]:
+    """One proxy per element of the panels, styled exactly as :func:`_draw_run` and
+    :func:`plot_rounds` draw it."""
+    return [
+        Line2D(
+            [], [], color=COLORS["baseline"], linestyle="--", linewidth=1.2, label="plain decoding"
+        ),
+        Line2D(
+            [], [], color=COLORS["baseline"], linestyle=":", linewidth=1.8, label="ceiling, k + 1"
+        ),
+        Patch(facecolor=COLORS["accepted"], label="accepted proposals"),
+        Patch(facecolor=COLORS["target"], label="target's own token"),
+        Patch(
+            facecolor="none",
+            edgecolor=COLORS["rejected"],
+            hatch="///",
+            linewidth=1.0,
+            label="rejected proposals (not emitted)",
+        ),
+    ]
 
 
 def _draw_run(ax: plt.Axes, log: Sequence[_Round]) -> None:
