@@ -106,7 +106,7 @@ NO_TARGET_TOKEN | leaves out the target's own token | A round adds one token of 
 ADDS_RATES | adds the rates instead of multiplying them | Draft i needs drafts 0 to i all kept.
 FIRST_RATE_ONLY | uses the first rate at every position | Draft i is accepted at rates[i].
 ONE_RATE_TOO_FEW | multiplies one rate too few | Draft i is kept at rates[0] x ... x rates[i].
-POSITIONS_BY_INDEX | position ids by node index, not by depth | A node sits at n_context + depth.
+POSITIONS_BY_INDEX | position ids by node index, not by depth | Each node sits one past its parent.
 SEES_NON_ANCESTOR | a node sees a sibling or another non-ancestor | Mask all but its ancestors.
 MISSES_SELF | a node does not see itself | A node attends to its own slot too.
 MISSES_CONTEXT | a node does not see the context | Every node attends to every context slot.

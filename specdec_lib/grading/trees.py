@@ -106,7 +106,15 @@ def _layout_findings(mask: np.ndarray, positions: list[int], parents: list[int],
     found = {}
     if positions != ref_positions:
         by_index = positions == [n_context + i for i in range(n)]
-        what = f"positions {positions}, expected {ref_positions}"
+        rule = f"a child of -1 at n_context = {n_context}, every other node one past its parent"
+        what = f"positions {positions}, expected {ref_positions} ({rule})"
+        shift = {a - b for a, b in zip(positions, ref_positions, strict=True)}
+        if len(shift) == 1 and not by_index:  # depth counted from another origin
+            what += (
+                f"; yours are all {abs(next(iter(shift)))} too "
+                f"{'high' if shift.pop() > 0 else 'low'}: the pending token sits at "
+                f"n_context - 1 and its children, depth 0, at n_context"
+            )
         found[D.POSITIONS_BY_INDEX if by_index else D.WRONG_ANSWER] = what
     if (extra := np.argwhere(nodes & ~ancestors)).size:
         i, j = extra[0]
@@ -128,7 +136,8 @@ def check_tree_mask(
 ) -> Report:
     """Check ``tree_mask_and_positions(parents, n_context) -> (mask, positions)`` on about 40
     trees (a chain, a star, random trees): each node sees the context, itself and its
-    ancestors only, and sits at position n_context plus its depth."""
+    ancestors only, and sits at position n_context plus its depth (the pending token's
+    children, parent -1, at depth 0: right after the pending token, at n_context - 1)."""
 
     def body(name: str) -> Report:
         cases = _trees(seed)
