@@ -126,7 +126,13 @@ def chapters() -> dict[str, Chapter]:
         for match in _DIRECTIVE.finditer(markdown):
             kind = match["name"].removeprefix("prf:").removesuffix("-start")
             counts[kind] = counts.get(kind, 0) + 1
-        student = student_notebook(nb)
+        # The student version, for its answer cells and stubs; glued numbers need not
+        # resolve for that, so they are blanked first.
+        blanked = nbformat.from_dict(nb)
+        for cell in blanked.cells:
+            if cell.cell_type == "markdown":
+                cell.source = re.sub(r"\{glue:text\}`[^`]*`", "0", cell.source)
+        student = student_notebook(blanked)
         found[number] = Chapter(
             number=number,
             stem=path.stem,
@@ -294,7 +300,14 @@ def test_the_teachers_table_has_a_row_for_every_chapter():
     assert list(teachers_table()) == list(chapters())
 
 
-@pytest.mark.parametrize("number", list(chapters()))
+NUMBERS = [  # the table of contents' notebooks, read without opening them
+    book_numbering.chapter_number(entry.removesuffix(".ipynb").removesuffix(".md"))
+    for entry in book_toc.toc_files(ROOT)
+    if (ROOT / (entry.removesuffix(".ipynb").removesuffix(".md") + ".ipynb")).is_file()
+]
+
+
+@pytest.mark.parametrize("number", NUMBERS)
 def test_the_teachers_table_row_matches_its_chapter(number):
     row, chapter = teachers_table()[number], chapters()[number]
     assert row["file"] == f"{chapter.stem}.ipynb"
