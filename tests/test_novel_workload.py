@@ -167,6 +167,23 @@ def test_continued_tokens_mark_what_continues_a_span_of_the_context():
         continued_tokens(prompt, output, n=1)
 
 
+def test_repeated_content_words_count_a_word_in_any_form_once_said(tok):
+    from specdec_lib.analysis.novelty import repeated_content_words
+    from specdec_lib.text.language import LEXICON
+
+    noun, verb = LEXICON["noun"][0], LEXICON["verb"][0]
+    other = LEXICON["noun"][1]
+    prompt = tok.encode(f"The {noun} {verb}ed the {other}.")
+    output = tok.encode(f" The {noun}s {verb}s a {LEXICON['noun'][2]}.")
+    assert [tok.piece(t) for t in output][1:3] == [f" {noun}s", f" {verb}s"]
+    # " The" and " a" and "." are not content words; the plural and the verb form are
+    # the prompt's words again; the third noun is new, then said again in the output
+    assert repeated_content_words(prompt, output, tok) == [None, True, True, None, False, None]
+    again = tok.encode(f" the {LEXICON['noun'][2]}s")
+    assert repeated_content_words(prompt, output + again, tok)[-2:] == [None, True]
+    assert repeated_content_words([], [], tok) == []
+
+
 def test_rule_hits_compare_an_edit_position_by_position_and_an_answer_by_sentences():
     from specdec_lib import Tokenizer, workload_examples
     from specdec_lib.analysis.novelty import rule_hits

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from functools import cache
 
 import torch
 
 from specdec_lib.checks import check_int
 from specdec_lib.engine.model import TinyGPT
-from specdec_lib.text.language import DOC, Example, sentences
+from specdec_lib.text.language import DOC, LEXICON, Example, sentences, word_forms
 from specdec_lib.text.tokenizer import Tokenizer
 
 
@@ -75,6 +76,44 @@ def continued_tokens(prompt: Sequence[int], output: Sequence[int], n: int = 3) -
             flags.append(gram in seen)
         seen.add(gram)
     return [False] * (len(output) - len(flags)) + flags
+
+
+@cache
+def _lexicon_words() -> dict[str, tuple[str, str]]:
+    """Every written form of a content word -> (kind, stem): a plural or a verb form is
+    the same word as its stem, as the generator's "no content word twice" counts it."""
+    words: dict[str, tuple[str, str]] = {}
+    for kind, stems in LEXICON.items():
+        for stem in stems:
+            for form in word_forms(kind, stem):
+                words.setdefault(form, (kind, stem))
+    return words
+
+
+def repeated_content_words(
+    prompt: Sequence[int], output: Sequence[int], tok: Tokenizer
+) -> list[bool | None]:
+    """For each token of ``output``: ``None`` when it is not a content word (noun, verb,
+    adjective or name); else whether that word, in any of its forms, already occurred in
+    ``prompt`` or earlier in ``output``.
+
+    The generator writes no content word twice in a document, so on a note every flag
+    of its own continuation is ``False``; a ``True`` is a word the target said again.
+    """
+    words = _lexicon_words()
+
+    def word(token: int) -> tuple[str, str] | None:
+        bare = tok.piece(token).strip()
+        return words.get(bare) or words.get(bare.lower())  # a sentence capitalises
+
+    seen = {w for w in map(word, prompt) if w is not None}
+    flags: list[bool | None] = []
+    for token in output:
+        w = word(token)
+        flags.append(None if w is None else w in seen)
+        if w is not None:
+            seen.add(w)
+    return flags
 
 
 def rule_hits(example: Example, output: Sequence[int], tok: Tokenizer) -> tuple[int, int]:
