@@ -4,6 +4,7 @@
     python scripts/coursework.py nbgrader COURSE  # write COURSE/source/<chapter>/ for nbgrader
     python scripts/coursework.py check [NAME ...] # run outside the repository: only stubs raise
     python scripts/coursework.py grade SUBMISSIONS --csv grades.csv
+    python scripts/coursework.py answers SUBMISSIONS --out answers.csv  # or answers.md
 
 ``student`` and ``check`` read the chapters next to this script (``../chapters``)
 or the folder given with ``--chapters``; how a student notebook is made is in
@@ -35,7 +36,19 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
-from student_notebooks import compare_with_chapter, write_nbgrader_source, write_student_notebooks
+from student_notebooks import (
+    REPOSITORY,
+    collect_answers,
+    compare_with_chapter,
+    exercise_numbers,
+    graded_checks,
+    student_of,
+    submitted_notebooks,
+    write_answers,
+    write_nbgrader_source,
+    write_student_notebooks,
+)
+from tqdm import tqdm
 
 from specdec_lib.grading import LOG_ENV, Diagnosis
 
@@ -84,6 +97,7 @@ def execute_notebook(path: Path, cwd: Path | None = None, timeout: int = 600) ->
             allow_errors=True,
             record_timing=False,
             resources={"metadata": {"path": str(cwd or path.parent)}},
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no TCP warning per kernel
         )
         start = time.perf_counter()
         try:
@@ -223,66 +237,136 @@ CSV_FIELDS = [
     "student",
     "notebook",
     "exercise",
+    "number",
     "check",
     "subject",
     "passed",
     "diagnosis",
     "message",
 ]
+NOTEBOOK_ROW = "(notebook)"
 
 
-def _student_of(path: Path, root: Path) -> str:
-    rel = path.relative_to(root)
-    return rel.parts[0] if len(rel.parts) > 1 else path.stem
+def _grade_rows(run: Execution, submissions: Path, chapters: Path) -> list[dict]:
+    """The CSV rows of one executed notebook (see :func:`grade_submissions`)."""
+    base = {
+        "student": student_of(run.path, submissions),
+        "notebook": str(run.path.relative_to(submissions)),
+    }
+    numbers = exercise_numbers(nbformat.read(run.path, as_version=4), run.path.name)
+    library = (REPOSITORY / "specdec_lib").resolve()
+    rows = []
+    for report in run.reports:
+        used = report.get("library")
+        if used and Path(used).resolve() != library:
+            raise SystemExit(
+                f"{run.path}: its checks ran with the library in {used}, not with this "
+                f"checkout's ({library}), so they may not be the checks of these chapters. "
+                "Grade from the checkout whose chapters the students had, with nothing "
+                "in the notebook changing sys.path."
+            )
+        rows.append(
+            {
+                **base,
+                "exercise": report["exercise"],
+                "number": numbers.get(report["exercise"], ""),
+                "check": report["check"],
+                "subject": report["subject"],
+                "passed": report["passed"],
+                "diagnosis": report["diagnosis"],
+                "message": report["message"],
+            }
+        )
+    chapter_path = chapters / run.path.name
+    if chapter_path.exists():  # the chapter's checks that never reported
+        chapter = nbformat.read(chapter_path, as_version=4)
+        labels = dict(zip((c.id for c in chapter.cells), _exercise_labels(chapter), strict=True))
+        reported = {report["check"] for report in run.reports}
+        for call in graded_checks(chapter):
+            if call.check in reported:
+                continue
+            label = labels.get(call.cell_id, "")
+            message = (
+                f"{Diagnosis.NOT_RUN.advice} {call.check}({call.subject}) reported nothing: "
+                "its cell was removed, or the run stopped before it."
+            )
+            rows.append(
+                {
+                    **base,
+                    "exercise": label,
+                    "number": numbers.get(label, ""),
+                    "check": call.check,
+                    "subject": call.subject,
+                    "passed": False,
+                    "diagnosis": Diagnosis.NOT_RUN.key,
+                    "message": message,
+                }
+            )
+    # A failed check raises in its own cell (raise_if_failed), and a stub raises
+    # NotImplementedError: both are already in the rows above.
+    reported_cells = {report["cell"] for report in run.reports if not report["passed"]}
+    problems = [
+        e
+        for e in run.errors
+        if e["ename"] != "NotImplementedError" and e["cell"] not in reported_cells
+    ]
+    if run.failure or problems:
+        what = run.failure or "; ".join(
+            f"cell {e['cell']} raised {e['ename']}: {e['evalue']}" for e in problems[:3]
+        )
+        rows.append(
+            {
+                **base,
+                "exercise": "",
+                "number": "",
+                "check": NOTEBOOK_ROW,
+                "subject": "",
+                "passed": False,
+                "diagnosis": Diagnosis.NOTEBOOK_ERROR.key,
+                "message": what,
+            }
+        )
+    return rows
 
 
 def grade_submissions(
-    submissions: Path, csv_path: Path, timeout: int = 600, workers: int = 1
+    submissions: Path,
+    csv_path: Path,
+    timeout: int = 600,
+    workers: int = 1,
+    chapters: Path = CHAPTERS,
 ) -> list[dict]:
     """Run every submitted notebook under ``submissions`` and write one CSV row per check.
 
     The student is the first folder under ``submissions`` (``alice/03_....ipynb``, or
     nbgrader's ``submitted/alice/<assignment>/...`` when given ``submitted``), or the
-    file name for a flat folder. A notebook that raised something other than
-    ``NotImplementedError``, or did not run to the end, also gets a row
-    (check ``(notebook)``) so it is not silently missing.
+    file name for a flat folder. Each check a notebook ran gives a row, with its
+    exercise's label and its number on the website ("Exercise 8.2"); each check of the
+    chapter of the same name (in ``chapters``) that never reported gives a failing row
+    with diagnosis ``not_run``, so an unattempted or deleted exercise still counts as not
+    passed; and a notebook with an error no check reported (a cell that raised anything
+    but a stub's ``NotImplementedError`` outside a failed check's own cell, a kernel that
+    died, a cell over the time limit) gets one more row, check ``(notebook)``.
+
+    The kernels import this checkout's library (its folder first on ``PYTHONPATH``); a
+    check that reports from another copy stops the grading.
     """
-    paths = sorted(p for p in submissions.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-    runs = _execute_all([(p, None) for p in paths], timeout, workers)
-    rows = []
-    for run in runs:
-        base = {
-            "student": _student_of(run.path, submissions),
-            "notebook": str(run.path.relative_to(submissions)),
-        }
-        for report in run.reports:
-            rows.append(
-                {
-                    **base,
-                    "exercise": report["exercise"],
-                    "check": report["check"],
-                    "subject": report["subject"],
-                    "passed": report["passed"],
-                    "diagnosis": report["diagnosis"],
-                    "message": report["message"],
-                }
-            )
-        problems = [e for e in run.errors if e["ename"] != "NotImplementedError"]
-        if run.failure or problems:
-            what = run.failure or "; ".join(
-                f"cell {e['cell']} raised {e['ename']}: {e['evalue']}" for e in problems[:3]
-            )
-            rows.append(
-                {
-                    **base,
-                    "exercise": "",
-                    "check": "(notebook)",
-                    "subject": "",
-                    "passed": False,
-                    "diagnosis": Diagnosis.NOTEBOOK_ERROR.key,
-                    "message": what,
-                }
-            )
+    paths = submitted_notebooks(submissions)
+    previous = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY), previous]))
+    rows: list[dict] = []
+    try:
+        runs = _execute_all([(p, None) for p in paths], timeout, workers)
+        with tqdm(total=len(paths), desc="grading", unit="notebook") as progress:
+            for run in runs:
+                rows += _grade_rows(run, submissions, chapters)
+                progress.set_postfix_str(f"{run.path.relative_to(submissions)}", refresh=False)
+                progress.update()
+    finally:
+        if previous is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = previous
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     with csv_path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
@@ -318,6 +402,13 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--csv", type=Path, required=True)
     grade.add_argument("--timeout", type=int, default=600, help="per cell, seconds")
     grade.add_argument("--jobs", type=int, default=1, help="notebooks run in parallel")
+    grade.add_argument("--chapters", type=Path, default=CHAPTERS)
+    answers = sub.add_parser("answers", help="collect the written answers of submitted notebooks")
+    answers.add_argument("submissions", type=Path)
+    answers.add_argument(
+        "--out", type=Path, required=True, help="a .csv file, or .md for a report by question"
+    )
+    answers.add_argument("--chapters", type=Path, default=CHAPTERS)
     args = parser.parse_args(argv)
 
     if args.command == "student":
@@ -336,16 +427,27 @@ def main(argv: list[str] | None = None) -> int:
             print(f"PROBLEM {problem}")
         print("student notebooks: OK" if not problems else f"{len(problems)} problems")
         return 1 if problems else 0
-    rows = grade_submissions(args.submissions, args.csv, args.timeout, args.jobs)
+    if args.command == "answers":
+        found, questions = collect_answers(args.submissions, args.chapters)
+        write_answers(found, questions, args.out)
+        written = sum(row["answered"] for row in found)
+        print(f"wrote {len(found)} rows ({written} answered) to {args.out}")
+        return 0
+    start = time.perf_counter()
+    rows = grade_submissions(args.submissions, args.csv, args.timeout, args.jobs, args.chapters)
     totals: dict[str, list[int]] = {}
     for row in rows:
-        if row["check"] != "(notebook)":
-            total = totals.setdefault(row["student"], [0, 0])
-            total[0] += bool(row["passed"])
+        total = totals.setdefault(row["student"], [0, 0, 0])
+        if row["check"] == NOTEBOOK_ROW:
+            total[2] += 1
+        else:
+            total[0] += row["passed"] is True
             total[1] += 1
-    for name, (passed, count) in sorted(totals.items()):
-        print(f"{name}: {passed}/{count} checks passed")
-    print(f"wrote {len(rows)} rows to {args.csv}")
+    for name, (passed, count, errors) in sorted(totals.items()):
+        extra = f", {errors} notebook{'s' if errors > 1 else ''} with an error" if errors else ""
+        print(f"{name}: {passed}/{count} checks passed{extra}")
+    seconds = time.perf_counter() - start
+    print(f"wrote {len(rows)} rows to {args.csv} ({seconds:.0f} s)")
     return 0
 
 

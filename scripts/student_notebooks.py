@@ -27,15 +27,24 @@ from __future__ import annotations
 import __future__
 
 import ast
+import csv
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
-from specdec_lib.course.resolve_glue import count_glue_roles, resolve_glue
-from specdec_lib.grading import CHECKS
+# A script of the repository uses the repository's library, not whichever one is installed.
+REPOSITORY = Path(__file__).resolve().parent.parent
+if sys.path[:1] != [str(REPOSITORY)]:
+    sys.path.insert(0, str(REPOSITORY))
+
+from book_numbering import chapter_number  # noqa: E402
+
+from specdec_lib.course.resolve_glue import count_glue_roles, resolve_glue  # noqa: E402
+from specdec_lib.grading import CHECKS  # noqa: E402
 
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION[ \t]*$")
 END = re.compile(r"^[ \t]*### END SOLUTION[ \t]*$")
@@ -482,3 +491,146 @@ def stub_definitions(student: nbformat.NotebookNode) -> dict[str, object]:
             except Exception:  # a default value that needs earlier cells: cannot grade alone
                 continue
     return {k: v for k, v in namespace.items() if not k.startswith("__")}
+
+
+# ---------------------------------------------------------------------------------
+# Exercises by number, and the written answers of a class
+# ---------------------------------------------------------------------------------
+
+
+def _exercise_fences(nb: nbformat.NotebookNode) -> list[tuple[str, str]]:
+    """``(label, question)`` of every exercise, in page order: the text of an
+    ``{exercise}`` directive, or between ``{exercise-start}`` and ``{exercise-end}``."""
+    lines = "\n\n".join(c.source for c in nb.cells if c.cell_type == "markdown").split("\n")
+    found, i = [], 0
+    while i < len(lines):
+        opened = FENCE_OPEN.match(lines[i])
+        name = opened.group("name") if opened else None
+        if name not in ("exercise", "exercise-start"):
+            i += 1
+            continue
+        label = _directive_options(lines, i).get("label", "")
+        end = _directive_end(lines, i, opened.group("fence"))
+        if name == "exercise":
+            body = lines[i + 1 : end]
+        else:
+            stop = next(
+                (j for j in range(end + 1, len(lines)) if "{exercise-end}" in lines[j]), end
+            )
+            body = lines[end + 1 : stop]
+        found.append((label, _solution_text(body)))
+        i = end + 1
+    return found
+
+
+def exercise_numbers(nb: nbformat.NotebookNode, name: str) -> dict[str, str]:
+    """``{label: "Exercise 8.2"}``, numbered as the website numbers them
+    (``book_numbering.py``): per chapter from 1, in page order, after the chapter's number."""
+    prefix = chapter_number(Path(name).stem)
+    return {
+        label: f"Exercise {prefix + '.' if prefix else ''}{n}"
+        for n, (label, _) in enumerate(_exercise_fences(nb), start=1)
+        if label
+    }
+
+
+def graded_checks(chapter: nbformat.NotebookNode) -> list[CheckCall]:
+    """The check calls of a chapter on the functions its exercises ask for (those defined in
+    a cell with a solution), in order: what a submitted copy of it should report."""
+    solved = set(solution_cells(chapter))
+    exercises = set()
+    for cell in chapter.cells:
+        if cell.id in solved:
+            tree = ast.parse(_python_only(cell.source))
+            exercises |= {
+                n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)
+            }
+    return [call for call in check_calls(chapter) if call.subject in exercises]
+
+
+ANSWER_FIELDS = ["student", "notebook", "exercise", "number", "answered", "answer"]
+
+
+def student_of(path: Path, root: Path) -> str:
+    """The first folder under ``root``, or the file name for a flat folder."""
+    rel = path.relative_to(root)
+    return rel.parts[0] if len(rel.parts) > 1 else path.stem
+
+
+def submitted_notebooks(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+
+
+def _expected_answers(name: str, chapters: Path) -> dict[str, str]:
+    """``{label: model answer}`` of the written answers of chapter ``name`` (empty if there
+    is no such chapter)."""
+    path = chapters / name
+    if not path.exists():
+        return {}
+    source = student_notebook(nbformat.read(path, as_version=4), name, keep_solutions=True)
+    return {c.metadata[ANSWER_KEY]: c.source for c in source.cells if ANSWER_KEY in c.metadata}
+
+
+def collect_answers(submissions: Path, chapters: Path) -> tuple[list[dict], dict]:
+    """One row per student and written question of every submitted notebook: the text of
+    its answer cell (the ``YOUR ANSWER HERE`` cell, found by its metadata or its id), and
+    ``{notebook name: {label: (number, question, model answer)}}`` for a report."""
+    rows, questions, models = [], {}, {}
+    for path in submitted_notebooks(submissions):
+        nb = nbformat.read(path, as_version=4)
+        if path.name not in models:
+            models[path.name] = _expected_answers(path.name, chapters)
+        found = {c.metadata[ANSWER_KEY]: c for c in nb.cells if ANSWER_KEY in c.metadata}
+        by_id = {c.get("id"): c for c in nb.cells if c.cell_type == "markdown"}
+        labels = list(models[path.name]) or list(found)
+        numbers = exercise_numbers(nb, path.name)
+        texts = dict(_exercise_fences(nb))
+        questions.setdefault(path.name, {})
+        for label in labels:
+            cell = found.get(label) or by_id.get(answer_cell_id(label))
+            text = cell.source.strip() if cell is not None else ""
+            answered = bool(text) and text != MARKDOWN_STUB
+            rows.append(
+                {
+                    "student": student_of(path, submissions),
+                    "notebook": str(path.relative_to(submissions)),
+                    "exercise": label,
+                    "number": numbers.get(label, ""),
+                    "answered": answered,
+                    "answer": text
+                    if answered
+                    else ("" if cell is not None else "(no answer cell)"),
+                }
+            )
+            question = (
+                numbers.get(label, ""),
+                texts.get(label, ""),
+                models[path.name].get(label, ""),
+            )
+            questions[path.name].setdefault(label, question)
+    return rows, questions
+
+
+def write_answers(rows: list[dict], questions: dict, out: Path) -> None:
+    """The answers as a CSV (one row per student and question), or, for a ``.md`` file,
+    as Markdown grouped by question: the question, the model answer, each student's."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix.lower() != ".md":
+        with out.open("w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=ANSWER_FIELDS)
+            writer.writeheader()
+            writer.writerows(rows)
+        return
+    parts = ["# Written answers\n"]
+    for name, labels in questions.items():
+        for label, (number, question, model) in labels.items():
+            parts.append(f"## {name}: {number or label} (`{label}`)\n\n{question.strip()}\n")
+            if model:
+                parts.append(f"**Model answer.**\n\n{model.strip()}\n")
+            for row in rows:
+                if row["exercise"] == label and Path(row["notebook"]).name == name:
+                    answer = (
+                        row["answer"] if row["answered"] else f"*{row['answer'] or 'no answer'}*"
+                    )
+                    parts.append(f"### {row['student']}\n\n{answer}\n")
+    out.write_text("\n".join(parts), encoding="utf-8")

@@ -7,6 +7,8 @@ run on the stubs, and the execute-and-grade machinery runs on two tiny notebooks
 """
 
 import csv
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -233,26 +235,137 @@ def test_check_accepts_a_good_chapter_and_names_the_error_in_a_bad_one(tmp_path)
     assert "NameError" in problems[0]
 
 
-def test_grade_runs_submissions_and_writes_one_row_per_check(tmp_path):
-    submissions = tmp_path / "submitted"
+WRONG = SOLVED.replace("[best[n]], n", "[proposed[n] if n < len(proposed) else best[n]], n")
+
+
+def test_grade_writes_one_row_per_check_and_a_notebook_row_only_for_errors_no_check_made(
+    tmp_path,
+):
+    chapters, submissions = tmp_path / "chapters", tmp_path / "submitted"
+    chapters.mkdir()
     check_cell = (
-        "from specdec_lib.grading import check_accept_greedy\ncheck_accept_greedy(my_accept_greedy)"
+        "from specdec_lib.grading import check_accept_greedy\n"
+        "check_accept_greedy(my_accept_greedy).raise_if_failed()"
     )
-    student = S.student_notebook(_executable(("code", SOLVED), ("code", check_cell)))
-    (submissions / "alice").mkdir(parents=True)
-    (submissions / "bob").mkdir()
-    nbformat.write(
-        _executable(("code", SOLVED), ("code", check_cell)), submissions / "alice" / "ch.ipynb"
-    )
-    student.cells.append(nbformat.v4.new_code_cell("raise ValueError('oops')"))
-    nbformat.write(student, submissions / "bob" / "ch.ipynb")
+    chapter = _executable(("code", SOLVED), ("code", check_cell))
+    nbformat.write(chapter, chapters / "04_ch.ipynb")
+    student = S.student_notebook(chapter, "04_ch.ipynb")
+    stub_then_error = nbformat.from_dict(student)  # not attempted, and a cell that raises
+    stub_then_error.cells.append(nbformat.v4.new_code_cell("raise ValueError('oops')"))
+    wrong = nbformat.from_dict(chapter)  # a wrong attempt: its check cell raises
+    next(c for c in wrong.cells if c.id == "c2").source = WRONG
+    deleted = nbformat.from_dict(chapter)  # the check cell removed
+    deleted.cells = [c for c in deleted.cells if "check_accept_greedy" not in c.source]
+    for name, nb in [("alice", chapter), ("bob", stub_then_error), ("carol", wrong)] + [
+        ("dave", deleted)
+    ]:
+        (submissions / name).mkdir(parents=True)
+        nbformat.write(nb, submissions / name / "04_ch.ipynb")
     out = tmp_path / "grades.csv"
-    assert C.main(["grade", str(submissions), "--csv", str(out), "--timeout", "120"]) == 0
+    before = os.environ.get("PYTHONPATH")
+    args = ["grade", str(submissions), "--csv", str(out), "--timeout", "120", "--jobs", "2"]
+    assert C.main([*args, "--chapters", str(chapters)]) == 0
+    assert os.environ.get("PYTHONPATH") == before
     rows = list(csv.DictReader(out.open()))
-    summary = {(r["student"], r["check"], r["passed"], r["diagnosis"], r["exercise"]) for r in rows}
+    summary = {(r["student"], r["check"], r["passed"], r["diagnosis"]) for r in rows}
     assert summary == {
-        ("alice", "check_accept_greedy", "True", "", "ex-greedy"),
-        ("bob", "check_accept_greedy", "False", "not_implemented", "ex-greedy"),
-        ("bob", "(notebook)", "False", "notebook_error", ""),
-    }
+        ("alice", "check_accept_greedy", "True", ""),
+        ("bob", "check_accept_greedy", "False", "not_implemented"),
+        ("bob", "(notebook)", "False", "notebook_error"),  # the ValueError, nothing else
+        ("carol", "check_accept_greedy", "False", "emits_rejected"),  # and no (notebook) row
+        ("dave", "check_accept_greedy", "False", "not_run"),
+    }, rows
+    assert len(rows) == len(summary)
+    checks = [r for r in rows if r["check"] != "(notebook)"]
+    assert {(r["exercise"], r["number"]) for r in checks} == {("ex-greedy", "Exercise 4.1")}
     assert "ValueError: oops" in next(r["message"] for r in rows if r["check"] == "(notebook)")
+    assert next(r for r in rows if r["student"] == "dave")["message"].startswith(
+        Diagnosis.NOT_RUN.advice
+    )
+
+
+def test_the_grading_log_names_the_library_that_made_each_report(tmp_path, monkeypatch):
+    log = tmp_path / "log.jsonl"
+    monkeypatch.setenv(G.LOG_ENV, str(log))
+    G.check_accept_greedy(lambda target_logits, proposed: ([], 0))
+    entry = json.loads(log.read_text())
+    assert Path(entry["library"]) == S.REPOSITORY / "specdec_lib"
+
+
+def test_grade_stops_when_a_check_reported_from_another_copy_of_the_library(tmp_path):
+    run = C.Execution(tmp_path / "ch.ipynb")
+    nbformat.write(nbformat.v4.new_notebook(), run.path)
+    report = {"check": "check_accept_greedy", "subject": "f", "passed": True, "cell": 1}
+    run.reports.append(report | {"diagnosis": "", "message": "", "exercise": ""})
+    run.reports[0]["library"] = str(tmp_path / "elsewhere" / "specdec_lib")
+    with pytest.raises(SystemExit, match="not with this checkout's"):
+        C._grade_rows(run, tmp_path, tmp_path)
+
+
+WRITTEN = _notebook(
+    ("code", "import specdec_lib"),
+    (
+        "markdown",
+        "::::{exercise}\n:label: ex-why\nWhy is the sky blue?\n::::\n\n"
+        "::::{solution} ex-why\n:class: dropdown\nRayleigh scattering.\n::::",
+    ),
+    (
+        "markdown",
+        "```{exercise-start}\n:label: ex-code\n```\nWrite it.\n```{exercise-end}\n```",
+    ),
+    (
+        "markdown",
+        "::::{exercise}\n:label: ex-how\nHow?\n::::\n\n"
+        "::::{solution} ex-how\n:class: dropdown\nCarefully.\n::::",
+    ),
+)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".md"])
+def test_answers_collects_every_written_answer_of_every_student(tmp_path, suffix):
+    chapters, submissions = tmp_path / "chapters", tmp_path / "submitted"
+    chapters.mkdir()
+    nbformat.write(WRITTEN, chapters / "08_w.ipynb")
+    student = S.student_notebook(WRITTEN, "08_w.ipynb")
+    assert S.answer_cells(student) == ["ex-why", "ex-how"]
+    alice = nbformat.from_dict(student)
+    for cell in alice.cells:
+        if cell.get("metadata", {}).get(S.ANSWER_KEY) == "ex-why":
+            cell.source = "Short wavelengths scatter more."
+    bob = nbformat.from_dict(student)  # answers nothing, and loses the second cell
+    bob.cells = [c for c in bob.cells if c.get("metadata", {}).get(S.ANSWER_KEY) != "ex-how"]
+    for name, nb in (("alice", alice), ("bob", bob)):
+        (submissions / name).mkdir(parents=True)
+        nbformat.write(nb, submissions / name / "08_w.ipynb")
+    out = tmp_path / f"answers{suffix}"
+    args = ["answers", str(submissions), "--out", str(out), "--chapters", str(chapters)]
+    assert C.main(args) == 0
+    if suffix == ".md":
+        text = out.read_text()
+        assert "## 08_w.ipynb: Exercise 8.1 (`ex-why`)" in text and "Why is the sky blue?" in text
+        assert "Rayleigh scattering." in text  # the model answer, beside the students'
+        assert "### alice\n\nShort wavelengths scatter more." in text
+        assert "Exercise 8.3 (`ex-how`)" in text and "*(no answer cell)*" in text
+        return
+    rows = list(csv.DictReader(out.open()))
+    got = {(r["student"], r["exercise"], r["number"], r["answered"], r["answer"]) for r in rows}
+    assert got == {
+        ("alice", "ex-why", "Exercise 8.1", "True", "Short wavelengths scatter more."),
+        ("alice", "ex-how", "Exercise 8.3", "False", ""),
+        ("bob", "ex-why", "Exercise 8.1", "False", ""),
+        ("bob", "ex-how", "Exercise 8.3", "False", "(no answer cell)"),
+    }
+
+
+def test_exercises_are_numbered_as_the_website_numbers_them():
+    assert S.exercise_numbers(WRITTEN, "08_w.ipynb") == {
+        "ex-why": "Exercise 8.1",
+        "ex-code": "Exercise 8.2",
+        "ex-how": "Exercise 8.3",
+    }
+    assert S.exercise_numbers(WRITTEN, "07b_x.ipynb")["ex-how"] == "Exercise 7b.3"
+    assert S.exercise_numbers(WRITTEN, "how_to_use.ipynb")["ex-why"] == "Exercise 1"
+    chapter = nbformat.read(C.CHAPTERS / "08_kv_cache_and_rollback.ipynb", as_version=4)
+    numbers = S.exercise_numbers(chapter, "08_kv_cache_and_rollback.ipynb")
+    assert numbers["ex-kv-cache-lengths"] == "Exercise 8.1"
+    assert numbers["ex-kv-batch-rollback"] == "Exercise 8.3"

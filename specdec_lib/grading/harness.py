@@ -261,8 +261,9 @@ def _record(report: Report) -> None:
     # In[n] is the input of the cell with prompt number n, the running one included.
     inputs = shell.user_ns.get("In") if shell is not None else None
     count = len(inputs) - 1 if isinstance(inputs, list) else None
+    entry = report.as_dict() | {"execution_count": count, "library": str(_LIBRARY)}
     with open(path, "a", encoding="utf-8") as log:
-        log.write(json.dumps(report.as_dict() | {"execution_count": count}) + "\n")
+        log.write(json.dumps(entry) + "\n")
 
 
 def _references(check: str) -> dict[CodeType, str]:

@@ -51,6 +51,7 @@ TIMEOUT | ran too long | Look for a loop whose condition never changes.
 NO_PROGRESS | stopped making progress | Every round must emit at least one token.
 GRADER_ERROR | the check itself could not run | Please report this.
 NOTEBOOK_ERROR | the notebook raised an error or did not run to the end | Fix its first error.
+NOT_RUN | the check never ran | Keep its cell, and run the notebook to the end.
 DELEGATES | calls the library's own implementation | Write it yourself; do not call the library's.
 IGNORES_GENERATOR | draws from another generator | Draw everything with the generator passed in.
 WRONG_ANSWER | differs from the library's answer | Compare your code with the exercise.
