@@ -369,3 +369,24 @@ def test_exercises_are_numbered_as_the_website_numbers_them():
     numbers = S.exercise_numbers(chapter, "08_kv_cache_and_rollback.ipynb")
     assert numbers["ex-kv-cache-lengths"] == "Exercise 8.1"
     assert numbers["ex-kv-batch-rollback"] == "Exercise 8.3"
+
+
+def test_an_unattempted_exercise_does_not_stop_a_run_before_the_next_one(tmp_path):
+    """In a student notebook run top to bottom, a stub's check reports TO DO without
+    raising, so the next exercise's check runs too; nothing raises at all."""
+    check = "from specdec_lib.grading import {0}\n{0}({1}).raise_if_failed()"
+    second = SOLVED.replace("my_accept_greedy", "second_greedy")
+    chapter = _executable(
+        ("code", SOLVED),
+        ("code", check.format("check_accept_greedy", "my_accept_greedy")),
+        ("code", second),
+        ("code", check.format("check_accept_greedy", "second_greedy")),
+    )
+    path = tmp_path / "ch.ipynb"
+    nbformat.write(S.student_notebook(chapter), path)
+    run = C.execute_notebook(path, timeout=120)
+    assert run.errors == [] and not run.failure, run
+    assert [(r["subject"], r["diagnosis"]) for r in run.reports] == [
+        ("my_accept_greedy", "not_implemented"),
+        ("second_greedy", "not_implemented"),
+    ]

@@ -523,6 +523,15 @@ def test_the_tree_checks_pass_written_solutions_and_name_the_slips_written_by_ha
         return mask.int().tolist(), positions  # 0/1 lists are fine too
 
     assert G.check_tree_mask(by_slot).diagnosis is Diagnosis.POSITIONS_BY_INDEX
+
+    def depth_from_one(parents, n_context):  # the pending token's children at depth 1
+        mask, positions = _written_tree_mask(parents, n_context)
+        return mask, [p + 1 for p in positions]
+
+    report = G.check_tree_mask(depth_from_one)
+    assert report.diagnosis is Diagnosis.WRONG_ANSWER
+    assert "a child of -1 at n_context = 1" in report.message
+    assert "all 1 too high" in report.message and "depth 0, at n_context" in report.message
     assert G.check_tree_mask(sees_elder_siblings).diagnosis is Diagnosis.SEES_NON_ANCESTOR
     stale = _written_children(without, lambda p, r: p)
     with_replacement = _written_children(lambda q, left: q, current)
