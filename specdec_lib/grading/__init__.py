@@ -2,7 +2,7 @@
 
 Each ``check_*`` takes the student's function and returns a :class:`Report`; it never raises
 because of the student's code. Imports flow one way: report, the mistakes (rollback,
-per_pass, tree_slips, replay_slips, mistakes), harness, the checks.
+per_pass, tree_slips, replay_slips, speculative_slips, mistakes), harness, the checks.
 """
 
 # ruff: noqa: F401 (the checks are imported for CHECKS and as the public names)

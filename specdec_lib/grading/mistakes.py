@@ -10,8 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from itertools import accumulate
-from unittest import mock
 
 import torch
 
@@ -20,7 +18,6 @@ from specdec_lib.analysis.exact import residual_decomposition
 from specdec_lib.analysis.hypothesis import first_tokens, z_score
 from specdec_lib.analysis.replication import crossover
 from specdec_lib.engine.drafters import NgramDrafter, one_hot_probs
-from specdec_lib.engine.generate import SpeculationStats, generate, speculative_generate
 from specdec_lib.engine.sampling import SamplingParams, process_logits
 from specdec_lib.engine.verify import (
     accept_greedy,
@@ -32,6 +29,7 @@ from .per_pass import PER_PASS_SLIPS, per_pass_reference
 from .replay_slips import REPLAY_SLIPS, counts_reference
 from .report import Diagnosis as D
 from .rollback import in_dict_order, in_row_order, rollback_as
+from .speculative_slips import SPECULATIVE_SLIPS, speculative_reference
 from .tree_slips import CHILDREN_SLIPS, LAYOUT_SLIPS, children_reference, layout_reference
 
 
@@ -88,43 +86,6 @@ def _falls_off_the_end(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     weights = parts.shortfall.clone()
     weights[-1] += 1 - parts.rejected_mass
     return weights
-
-
-def _speculative_reference(target, drafter, prompt_token_ids, params, k):
-    """Correct (the textbook version without a KV cache): draft, verify in one pass, repeat."""
-    return speculative_generate(target, drafter, prompt_token_ids, params, k, use_kv_cache=False)
-
-
-def _speculative_overshoots(target, drafter, prompt_token_ids, params, k):
-    """Drafts as if max_tokens were k larger and stops after the round that reaches it."""
-    stats, longer = SpeculationStats(), replace(params, max_tokens=params.max_tokens + k)
-    out = speculative_generate(target, drafter, prompt_token_ids, longer, k, None, stats, False)
-    ends = accumulate(len(record.emitted) for record in stats.log)
-    return out[: next(end for end in ends if end >= params.max_tokens)]
-
-
-def _speculative_off_by_one_rows(target, drafter, prompt_token_ids, params, k):
-    """The target's logits read one position too early: row t holds row t - 1."""
-
-    def early(idx, cache=None, logits_to_keep=0, forward=target.forward):
-        keep = logits_to_keep + 1 if 0 < logits_to_keep < idx.shape[1] else 0  # one row more
-        out = forward(idx, cache, keep)
-        return out[:, :-1] if keep else torch.cat([out[:, :1], out[:, :-1]], 1)
-
-    with mock.patch.object(target, "forward", early):
-        return _speculative_reference(target, drafter, prompt_token_ids, params, k)
-
-
-def _speculative_drops_correction(target, drafter, prompt_token_ids, params, k):
-    """The engine's loop with its greedy rule swapped for one that drops the target's token."""
-    rule = f"{speculative_generate.__module__}.greedy_rule"
-    with mock.patch(rule, _without_target):
-        return _speculative_reference(target, drafter, prompt_token_ids, params, k)
-
-
-def _without_target(logits: torch.Tensor, proposed: list[int]) -> tuple[list[int], int]:
-    emitted, n = accept_greedy(logits, proposed)
-    return emitted[:n], n
 
 
 def _greedy_reference(target_logits, proposed):
@@ -295,12 +256,7 @@ MISTAKES: dict[str, dict[str, Mistake]] = {
         ),
         ("sampling parameters not applied", _sampled(settings=_unfiltered), D.IGNORES_PARAMS),
     ),
-    "check_speculative_generate": _table(
-        ("overshoots max_tokens", _speculative_overshoots, D.WRONG_LENGTH),
-        ("off-by-one rows", _speculative_off_by_one_rows, D.OUTPUT_MISMATCH),
-        ("drops the correction token", _speculative_drops_correction, D.NO_PROGRESS),
-        ("plain decoding", lambda t, d, ids, p, k: generate(t, ids, p), D.NOT_SPECULATING),
-    ),
+    "check_speculative_generate": _table(*SPECULATIVE_SLIPS),
     "check_decode_step_bytes": _table(
         (
             "tied embedding twice",
@@ -394,7 +350,7 @@ REFERENCES: dict[str, Callable] = {
     "check_ngram_drafter": _ngram(),  # longest suffix first, its latest earlier occurrence
     "check_accept_greedy": _greedy_reference,
     "check_accept_sampled": _sampled_reference,
-    "check_speculative_generate": _speculative_reference,
+    "check_speculative_generate": speculative_reference,
     "check_decode_step_bytes": _bytes_reference,
     "check_break_even_c": _break_even_reference,
     "check_distribution_test": dist_reference,
