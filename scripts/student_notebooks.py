@@ -61,7 +61,8 @@ NOTE = (
     "`python scripts/coursework.py student`; do not edit it by hand. Write your code "
     "where a cell says `# YOUR CODE HERE` (delete the `raise NotImplementedError()` line), "
     "and your answers where it says `YOUR ANSWER HERE`. Cells that call a `check_…` "
-    "function tell you whether your code is right and, if not, what is wrong. The numbers "
+    "function tell you whether your code is right and, if not, what is wrong; on an "
+    "exercise you have not started they say TO DO and let the notebook run on. The numbers "
     "in the prose are those of the course's own run, written in when this notebook was "
     "generated; the cells that compute them may print slightly different ones on your machine."
 )
