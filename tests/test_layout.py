@@ -2,7 +2,8 @@
 
 Three rules a newcomer can rely on when reading ``specdec_lib``:
 
-* no module is longer than ``MAX_LINES``, so each can be read in one sitting;
+* a module longer than ``MAX_LINES`` draws a warning, not a failure: a module holds one
+  idea, and is split along a seam when it holds two, never to pass a size rule;
 * a name with a leading underscore is used only in the module that defines it (imported
   by name, or read as an attribute: ``drafter._cache``); a name another module needs is
   part of its interface, and is public;
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from pathlib import Path
 
 import specdec_lib
@@ -96,9 +98,6 @@ def layout_problems(modules: dict[str, Path]) -> list[str]:
     layers = _layers()
     problems = []
     for module, path in modules.items():
-        lines = len(path.read_text().splitlines())
-        if lines > MAX_LINES:
-            problems.append(f"{module}: {lines} lines, more than {MAX_LINES}")
         rank = _layer_rank(module, layers)
         if rank == -1:
             problems.append(f"{module}: its package is not in the docstring's layer list")
@@ -117,11 +116,25 @@ def layout_problems(modules: dict[str, Path]) -> list[str]:
     return problems
 
 
+def long_modules(modules: dict[str, Path]) -> list[str]:
+    """Modules over ``MAX_LINES`` lines: worth a look for a second idea, not an error."""
+    return [
+        f"{module}: {n} lines, more than {MAX_LINES}"
+        for module, path in modules.items()
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    ]
+
+
+def test_a_long_module_is_reported_as_a_warning() -> None:
+    for line in long_modules(_modules()):
+        warnings.warn(f"{line}: does it hold one idea?", stacklevel=1)
+
+
 def test_the_docstring_lists_the_layers() -> None:
     assert _layers() == ["grading", "course", "experiments", "analysis", "engine", "text"]
 
 
-def test_every_module_is_short_keeps_its_private_names_and_imports_only_downwards() -> None:
+def test_every_module_keeps_its_private_names_and_imports_only_downwards() -> None:
     problems = layout_problems(_modules())
     assert not problems, "\n".join(problems)
 
@@ -141,8 +154,10 @@ def test_the_layout_check_catches_each_kind_of_problem(tmp_path: Path) -> None:
             "specdec_lib.engine.reader": engine / "reader.py",
         }
     )
+    assert long_modules({"specdec_lib.engine.long": engine / "long.py"}) == [
+        f"specdec_lib.engine.long: {MAX_LINES + 1} lines, more than {MAX_LINES}"
+    ]
     assert problems == [
-        f"specdec_lib.engine.long: {MAX_LINES + 1} lines, more than {MAX_LINES}",
         "specdec_lib.engine.private:1 imports private _hidden from specdec_lib.engine.long",
         "specdec_lib.engine.upwards:1 imports specdec_lib.analysis, which is not below it",
         "specdec_lib.engine.reader:2 reads another module's private _cache",
