@@ -22,6 +22,7 @@ from specdec_lib.course.notebook import (  # noqa: E402
     power_of_ten_above,
     rounded,
     show_source,
+    skip_unattempted,
 )
 from specdec_lib.course.plotting import check_figure, new_figure, use_course_style  # noqa: E402
 from specdec_lib.course.rounds_view import render_rounds  # noqa: E402
@@ -71,6 +72,26 @@ def test_check_figure_catches_an_unlabelled_axis_and_a_transparent_background(co
 
 
 # --- notebook helpers ----------------------------------------------------------------------
+
+
+def test_skip_unattempted_names_the_stub_and_goes_on_but_lets_other_errors_through(capsys):
+    def samples_needed(p, z):
+        raise NotImplementedError()
+
+    ran = []
+    with skip_unattempted():
+        ran.append(samples_needed(0.5, 5))
+        ran.append("after the stub")
+    assert ran == []  # the rest of the block is skipped, and nothing is raised
+    assert capsys.readouterr().out == (
+        "TO DO samples_needed: not attempted yet (NotImplementedError); "
+        "the rest of this cell is skipped\n"
+    )
+    with skip_unattempted():
+        ran.append("no stub")
+    assert ran == ["no stub"] and capsys.readouterr().out == ""  # silent when it runs
+    with pytest.raises(AssertionError, match="wrong"), skip_unattempted():
+        raise AssertionError("a wrong attempt still stops the cell")
 
 
 def test_glue_values_are_plain_python_numbers_so_format_specs_work():

@@ -5,6 +5,8 @@
 * :func:`show_source` displays the library's own source for a function or
   class, so a chapter quotes the code that runs instead of pasting a second
   copy that could drift from it.
+* :func:`skip_unattempted` lets a cell that runs a student's function go on
+  quietly past an exercise not yet started, so a student notebook runs top to bottom.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import inspect
 import math
 import numbers
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,7 @@ __all__ = [
     "power_of_ten_above",
     "rounded",
     "show_source",
+    "skip_unattempted",
 ]
 
 
@@ -170,3 +175,30 @@ def show_source(obj: Any) -> SourceListing:
     qualname = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(obj))
     name = f"{module}.{qualname}" if module else qualname
     return SourceListing(name, _library_path(path), first_line, "".join(lines))
+
+
+@contextmanager
+def skip_unattempted() -> Iterator[None]:
+    """Run the ``with`` block; if it raises ``NotImplementedError``, say so and go on.
+
+    A cell that runs a student's function (``with skip_unattempted(): ...``) stops at
+    an exercise not yet started, where the function is still the stub that raises
+    ``NotImplementedError``, prints one line naming the function that raised it,
+    ``TO DO samples_needed: not attempted yet (NotImplementedError) ...``, the words a
+    check's report uses, and does not raise, so a notebook run top to bottom reaches
+    the exercises after it. The rest of the block is skipped. Any other exception
+    (an attempt that is wrong, an assertion that fails) is raised as usual, and a
+    block that raises nothing prints nothing.
+    """
+    try:
+        yield
+    except NotImplementedError as exc:
+        frame = exc.__traceback__
+        while frame is not None and frame.tb_next is not None:
+            frame = frame.tb_next
+        name = frame.tb_frame.f_code.co_name if frame is not None else "<module>"
+        where = "this exercise" if name.startswith("<") else name
+        print(
+            f"TO DO {where}: not attempted yet (NotImplementedError); "
+            "the rest of this cell is skipped"
+        )
