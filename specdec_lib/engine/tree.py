@@ -326,7 +326,7 @@ def remaining(q: torch.Tensor, drawn: Sequence[int]) -> torch.Tensor | None:
     return None if total <= 1e-12 else left / total
 
 
-def elder_tokens(
+def _elder_tokens(
     index: dict[tuple[int, ...], int], tokens: Sequence[int], path: tuple[int, ...]
 ) -> list[int] | None:
     """The tokens of a node's elder siblings (ranks below ``path[-1]``), in rank order, or
@@ -379,7 +379,7 @@ class GrowingTree:
         for path in paths:
             if len(path) > 1 and path[:-1] not in self.index:  # its parent was not drawn
                 continue
-            elder = elder_tokens(self.index, self.tokens, path)
+            elder = _elder_tokens(self.index, self.tokens, path)
             if elder is None:  # an elder sibling had nothing left to draw
                 continue
             drawn = draw_child(logits_for(path), path[-1], elder, params, generator)
