@@ -6,6 +6,7 @@ the generation is checked on every chapter without executing it, the graders are
 run on the stubs, and the execute-and-grade machinery runs on two tiny notebooks.
 """
 
+import ast
 import csv
 import json
 import os
@@ -390,3 +391,112 @@ def test_an_unattempted_exercise_does_not_stop_a_run_before_the_next_one(tmp_pat
         ("my_accept_greedy", "not_implemented"),
         ("second_greedy", "not_implemented"),
     ]
+
+
+def _raises_unattempted(node) -> bool:
+    return any(
+        isinstance(n, ast.Raise)
+        and n.exc is not None
+        and "NotImplementedError" in ast.unparse(n.exc)
+        for n in ast.walk(node)
+    )
+
+
+def _guarded(node) -> bool:
+    """``if report.passed:`` (the body runs once a check passed) or ``with skip_unattempted():``."""
+    if isinstance(node, ast.If):
+        return any(isinstance(n, ast.Attribute) and n.attr == "passed" for n in ast.walk(node.test))
+    if isinstance(node, ast.With):
+        return any("skip_unattempted" in ast.unparse(item.context_expr) for item in node.items)
+    return False
+
+
+def top_level_stub_runs(nb) -> list[str]:
+    """Where a code cell of a student notebook raises ``NotImplementedError`` when run
+    unattempted: a ``raise`` outside any function body, or a call, outside any function
+    body, of a function or class that holds a stub (or calls one that does), unless the
+    call is guarded by ``if ....passed:`` or ``with skip_unattempted():``."""
+    trees = [
+        (cell.id, ast.parse(S._python_only(cell.source)))
+        for cell in nb.cells
+        if cell.cell_type == "code"
+    ]
+    defs = {
+        node.name: node
+        for _, tree in trees
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    }
+    stubs = {name for name, node in defs.items() if _raises_unattempted(node)}
+    while True:  # and whatever calls them
+        callers = {
+            name
+            for name, node in defs.items()
+            if name not in stubs
+            and any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in stubs
+                for n in ast.walk(node)
+            )
+        }
+        if not callers:
+            break
+        stubs |= callers
+    found = []
+
+    def visit(cell_id, node):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            return  # runs only when called
+        if _guarded(node):
+            for child in getattr(node, "orelse", []):
+                visit(cell_id, child)
+            return
+        if isinstance(node, ast.Raise) and _raises_unattempted(node):
+            found.append(f"cell {cell_id}, line {node.lineno}: raise at top level")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in stubs:
+            found.append(f"cell {cell_id}, line {node.lineno}: calls the stub {node.func.id}")
+        for child in ast.iter_child_nodes(node):
+            visit(cell_id, child)
+
+    for cell_id, tree in trees:
+        visit(cell_id, tree)
+    return found
+
+
+def test_top_level_stub_runs_finds_a_raise_or_an_unguarded_call_and_nothing_else():
+    nb = _notebook(
+        ("code", f"def f(x):\n    {STUB}\n\n\ndef g():\n    return f(1)"),
+        ("code", "report = check(f)\nif report.passed:\n    f(1)\nelse:\n    print('to do')"),
+        ("code", "with skip_unattempted():\n    g()"),
+        ("code", "check(f)\nprint(g())"),
+        ("code", f"x = 1\n{STUB}"),
+        ("code", "class D:\n    def propose(self):\n        " + STUB + "\n\n\nD().propose()"),
+    )
+    assert top_level_stub_runs(nb) == [
+        "cell c3, line 2: calls the stub g",
+        "cell c4, line 2: raise at top level",
+        "cell c5, line 6: calls the stub D",
+    ]
+
+
+NOT_YET_RUNNABLE = {  # another change is under way; remove the name once it is fixed
+    "11_real_engines.ipynb": "passes_with_suffixes_up_to_4 is called at top level",
+}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(
+            path, id=path.stem, marks=pytest.mark.xfail(reason=NOT_YET_RUNNABLE[path.name])
+        )
+        if path.name in NOT_YET_RUNNABLE
+        else pytest.param(path, id=path.stem)
+        for path in S.chapter_notebooks(C.CHAPTERS)
+    ],
+)
+def test_no_student_cell_raises_when_its_exercise_is_not_attempted(path):
+    """Each exercise runs on its own: in the student version, a stub raises only when the
+    student's function is called, and a cell that calls it is guarded (``if report.passed:``
+    after its check, or ``with skip_unattempted():``), so Run All reaches every check."""
+    student = S.student_notebook(nbformat.read(path, as_version=4), path.name)
+    assert top_level_stub_runs(student) == []
