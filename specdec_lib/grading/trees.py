@@ -137,7 +137,8 @@ def check_tree_mask(
     """Check ``tree_mask_and_positions(parents, n_context) -> (mask, positions)`` on about 40
     trees (a chain, a star, random trees): each node sees the context, itself and its
     ancestors only, and sits at position n_context plus its depth (the pending token's
-    children, parent -1, at depth 0: right after the pending token, at n_context - 1)."""
+    children, parent -1, at depth 0: right after the pending token, which sits at
+    n_context - 1, so at n_context)."""
 
     def body(name: str) -> Report:
         cases = _trees(seed)
