@@ -10,7 +10,8 @@ from (:class:`~specdec_lib.engine.tree.TokenTree`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -104,14 +105,19 @@ class NgramTreeDrafter:
 
     def continuations(self, context: Sequence[int], length: int) -> list[list[int]]:
         """What followed each earlier occurrence of the suffix, up to ``length`` tokens."""
+        return list(self._continuations(context, length))
+
+    def _continuations(self, context: Sequence[int], length: int) -> Iterator[list[int]]:
+        """:meth:`continuations` one at a time, each suffix length searched only when the
+        longer ones are used up: a trie filled by its latest, longest match (every round on
+        copy) costs one search, as the chain's lookup does."""
         ids = np.asarray(context)
-        L, out = len(ids), []
+        L = len(ids)
         for n in range(min(self.max_n, L - 1), self.min_n - 1, -1):
             suffix = ids[L - n :]
             windows = np.lib.stride_tricks.sliding_window_view(ids[: L - 1], n)  # each with a next
-            starts = np.flatnonzero((windows == suffix).all(1))
-            out += [ids[s + n : s + n + length].tolist() for s in starts[::-1]]
-        return out
+            for s in np.flatnonzero((windows == suffix).all(1))[::-1]:
+                yield ids[s + n : s + n + length].tolist()
 
     def draft_tree(
         self,
@@ -122,7 +128,9 @@ class NgramTreeDrafter:
     ) -> TokenTree:
         tokens: list[int] = []
         parents: list[int] = []
-        for continuation in self.continuations(context, max_depth)[: self.max_paths]:
+        for continuation in itertools.islice(
+            self._continuations(context, max_depth), self.max_paths
+        ):
             node = -1
             for token in continuation:
                 child = next(
