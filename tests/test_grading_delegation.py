@@ -35,6 +35,7 @@ from specdec_lib.analysis.replication import crossover
 from specdec_lib.analysis.theory import expected_tokens_per_pass_from_rates
 from specdec_lib.engine.sampling import SamplingParams
 from specdec_lib.engine.tree import TokenTree, ancestor_mask, node_depths, walk_sampled
+from specdec_lib.engine.tree_decode import NgramTreeDrafter
 from specdec_lib.grading import Diagnosis
 from specdec_lib.grading.mistakes import REFERENCES
 from specdec_lib.grading.rollback import in_row_order, rollback_as
@@ -181,6 +182,12 @@ def test_a_delegation_inside_a_method_or_a_subclass_or_an_alias_is_seen():
         return []
 
     assert G.check_ngram_drafter(propose).diagnosis is Diagnosis.DELEGATES
+
+    def through_the_trie(context, k, max_n=8, min_n=3):  # the one-path trie is the chain
+        trie = NgramTreeDrafter(max_nodes=k, max_n=max_n, min_n=min_n, max_paths=1)
+        return trie.draft_tree(list(context), k, SamplingParams(temperature=0), None).tokens
+
+    assert G.check_ngram_drafter(through_the_trie).diagnosis is Diagnosis.DELEGATES
     alias = accept_greedy
     assert G.check_accept_greedy(alias).diagnosis is Diagnosis.DELEGATES
 

@@ -144,7 +144,12 @@ check_ngram_drafter = ExactCheck(
     """Check ``propose(context, k, max_n=8, min_n=3) -> list[int]`` against prompt lookup on
     about 100 contexts: edge cases, random contexts over tiny alphabets, copy-workload text
     (the last two kinds as lists of ASCII codes, so that a failing case reads as text).""",
-    forbidden(NgramDrafter.find_match, NgramDrafter.draft, NgramTreeDrafter.continuations),
+    forbidden(
+        NgramDrafter.find_match,
+        NgramDrafter.draft,
+        NgramTreeDrafter.continuations,
+        NgramTreeDrafter.draft_tree,
+    ),
     _proposal,
 )
 
