@@ -24,7 +24,7 @@ from specdec_lib.checks import (
 )
 from specdec_lib.engine import tree as trees
 from specdec_lib.engine.drafters import Drafter, LibraryDrafter, one_hot_probs
-from specdec_lib.engine.model import TinyGPT
+from specdec_lib.engine.model import KVCache, TinyGPT
 from specdec_lib.engine.sampling import SamplingParams, argmax, process_logits, sample
 from specdec_lib.engine.verify import greedy_rule, sampled_rule
 
@@ -202,7 +202,97 @@ def _verify(
     return list(range(n)), emitted
 
 
+@dataclass
+class Row:
+    """One request in flight: its tokens so far (prompt first), its own sampling parameters
+    (``max_tokens`` says when it is done), its drafter, the draft length of its next round
+    (0: a plain step), its rounds so far as ``(proposed, accepted)`` pairs and the depth each
+    round asked for (``k``, less near ``max_tokens``)."""
+
+    seq: list[int]
+    n_prompt: int
+    params: SamplingParams
+    drafter: Drafter
+    k: int
+    rounds: list[tuple[int, int]] = field(default_factory=list)
+    asked: list[int] = field(default_factory=list)
+
+    @property
+    def left(self) -> int:
+        """Tokens still to emit."""
+        return self.params.max_tokens - len(self.seq) + self.n_prompt
+
+    @property
+    def output(self) -> list[int]:
+        """The tokens emitted so far."""
+        return self.seq[self.n_prompt :]
+
+
 @torch.inference_mode()
+def speculation_round(
+    target: TinyGPT,
+    cache: KVCache | None,
+    rows: Sequence[Row],
+    generator: torch.Generator | None = None,
+    stats: SpeculationStats | None = None,
+    walk: trees.Walk | None = None,
+    max_nodes: int | None = None,
+) -> list[int]:
+    """One round for the rows of ``cache`` (checked requests): each unfinished row drafts up
+    to its own ``k``, one target pass verifies every row, and each row accepts its own prefix
+    and rolls back its own rejected positions. Returns the rows that took part; a finished
+    row rides along with nothing proposed (in a static batch) until the caller removes it.
+
+    Every proposal is a token tree up to ``k`` deep, a chain being the tree with one child a
+    node. While every row is a chain, the pass is a plain causal one; otherwise the tree
+    layout places each node at its depth's position, seeing only its ancestors (:mod:`.tree`).
+    """
+    vocab = target.config.vocab_size
+    active = [b for b, row in enumerate(rows) if row.left > 0]
+    # Never draft past max_tokens: a round emits up to depth + 1 tokens.
+    drafted = [trees.chain([]) for _ in rows]
+    for b in active:
+        row = rows[b]
+        depth = min(row.k, row.left - 1)
+        row.asked.append(depth)
+        drafted[b] = _draft(row.drafter, row.seq, depth, row.params, generator, vocab, max_nodes)
+    # Feed what the cache lacks (all but the pending token) and the tree; only the last
+    # n+1 fed positions are scored: they score the n drafted tokens and the bonus.
+    cached = [0] * len(rows) if cache is None else cache.lengths
+    fed = [r.seq[c:] + t.tokens for r, c, t in zip(rows, cached, drafted, strict=True)]
+    width = max(len(f) for f in fed)
+    scored = max(width - len(fed[b]) + len(drafted[b]) + 1 for b in active)
+    ids = torch.tensor([f + [PAD_ID] * (width - len(f)) for f in fed])
+    chains = all(trees.is_chain(t) for t in drafted)
+    reads_hidden = [getattr(r.drafter, "reads_hidden", False) for r in rows]
+    if chains and not any(reads_hidden):
+        logits = target(ids, cache, logits_to_keep=scored)
+    else:
+        parents = [t.parents for t in drafted]
+        layout = None if chains else trees.tree_layout(cached, [len(f) for f in fed], parents)
+        logits, hidden = target(ids, cache, logits_to_keep=scored, layout=layout, hidden=True)
+    keep = list(cached)
+    for b in active:
+        row, tree, end = rows[b], drafted[b], len(fed[b]) - width + scored
+        first = end - len(tree) - 1  # the row scoring the root's children
+        path, emitted = _verify(logits[b, first:end], tree, row.params, generator, walk)
+        if cache is not None:  # a chain's path is already where decoding puts it
+            trees.keep_path(cache, b, len(row.seq), path)
+        keep[b] = len(row.seq) + len(path)  # pending + accepted; the rest rolls back
+        row.seq += emitted
+        row.rounds.append((len(tree), len(path)))
+        if reads_hidden[b]:  # heads read the state that produced the new pending token
+            row.drafter.observe(hidden[b, first + (path[-1] + 1 if path else 0)], len(row.seq))
+        if stats is not None:  # the shared pass counts once, with the first request
+            kept = None if cache is None else keep[b]
+            r = RoundRecord(tree.tokens, len(path), emitted, row.k, kept)
+            depth = None if trees.is_chain(tree) else max(tree.depths, default=-1) + 1
+            stats.record(r, tree.draft_passes, int(b == active[0]), depth)
+    if cache is not None:
+        cache.crop(keep)
+    return active
+
+
 def speculate(
     target: TinyGPT,
     drafters: Sequence[Drafter],
@@ -216,66 +306,18 @@ def speculate(
     walk: trees.Walk | None = None,
     max_nodes: int | None = None,
 ) -> list[list[int]]:
-    """The speculation loop, for checked prompts and one drafter per request.
-
-    Every round is one target pass for all unfinished requests; finished ones ride along
-    with nothing proposed until the slowest is done. Every proposal is a token tree up to
-    ``k`` deep, a chain being the tree with one child a node. While every row is a chain,
-    the pass is a plain causal one; otherwise the tree layout places each node at its
-    depth's position, seeing only its ancestors (:mod:`.tree`).
-    """
-    seqs = [list(p) for p in prompts]
-    n_prompt = [len(s) for s in seqs]
-    ks = [k] * len(seqs)
-    rounds: list[list[tuple[int, int]]] = [[] for _ in seqs]  # (proposed, accepted), for adaptive_k
-    cache = target.new_cache(len(seqs)) if use_kv_cache else None
-    vocab = target.config.vocab_size
-    reads_hidden = [getattr(d, "reads_hidden", False) for d in drafters]
-    while True:
-        left = [params.max_tokens - len(s) + n for s, n in zip(seqs, n_prompt, strict=True)]
-        active = [b for b, r in enumerate(left) if r > 0]
-        if not active:
-            return [s[n:] for s, n in zip(seqs, n_prompt, strict=True)]
-        # Never draft past max_tokens: a round emits up to depth + 1 tokens.
-        drafted = [trees.chain([]) for _ in seqs]
-        for b in active:
-            depth = min(ks[b], left[b] - 1)
-            drafted[b] = _draft(drafters[b], seqs[b], depth, params, generator, vocab, max_nodes)
-        # Feed what the cache lacks (all but the pending token) and the tree; only the last
-        # n+1 fed positions are scored: they score the n drafted tokens and the bonus.
-        cached = [0] * len(seqs) if cache is None else cache.lengths
-        fed = [s[c:] + t.tokens for s, c, t in zip(seqs, cached, drafted, strict=True)]
-        width = max(len(f) for f in fed)
-        scored = max(width - len(fed[b]) + len(drafted[b]) + 1 for b in active)
-        ids = torch.tensor([f + [PAD_ID] * (width - len(f)) for f in fed])
-        chains = all(trees.is_chain(t) for t in drafted)
-        if chains and not any(reads_hidden):
-            logits = target(ids, cache, logits_to_keep=scored)
-        else:
-            parents = [t.parents for t in drafted]
-            layout = None if chains else trees.tree_layout(cached, [len(f) for f in fed], parents)
-            logits, hidden = target(ids, cache, logits_to_keep=scored, layout=layout, hidden=True)
-        keep = list(cached)
-        for b in active:
-            tree, end = drafted[b], len(fed[b]) - width + scored
-            first = end - len(tree) - 1  # the row scoring the root's children
-            path, emitted = _verify(logits[b, first:end], tree, params, generator, walk)
-            if cache is not None:  # a chain's path is already where decoding puts it
-                trees.keep_path(cache, b, len(seqs[b]), path)
-            keep[b] = len(seqs[b]) + len(path)  # pending + accepted; the rest rolls back
-            seqs[b] += emitted
-            if reads_hidden[b]:  # heads read the state that produced the new pending token
-                drafters[b].observe(hidden[b, first + (path[-1] + 1 if path else 0)], len(seqs[b]))
-            if stats is not None:  # the shared pass counts once, with the first request
-                kept = None if cache is None else keep[b]
-                r = RoundRecord(tree.tokens, len(path), emitted, ks[b], kept)
-                depth = None if trees.is_chain(tree) else max(tree.depths, default=-1) + 1
-                stats.record(r, tree.draft_passes, int(b == active[0]), depth)
-            if adaptive_k is not None:
-                rounds[b].append((len(tree), len(path)))
-                ks[b] = adaptive_k.next_k(ks[b], rounds[b])
-        if cache is not None:
-            cache.crop(keep)
+    """The speculation loop for a static batch: checked prompts, one drafter per request,
+    :func:`speculation_round` until every request is done. The cache holds every request
+    from the start, so a request that finishes early rides along until the slowest is done
+    (:mod:`.server` lets it leave instead)."""
+    rows = [Row(list(p), len(p), params, d, k) for p, d in zip(prompts, drafters, strict=True)]
+    cache = target.new_cache(len(rows)) if use_kv_cache else None
+    while any(row.left > 0 for row in rows):
+        active = speculation_round(target, cache, rows, generator, stats, walk, max_nodes)
+        if adaptive_k is not None:
+            for b in active:
+                rows[b].k = adaptive_k.next_k(rows[b].k, rows[b].rounds)
+    return [row.output for row in rows]
 
 
 def speculative_generate(

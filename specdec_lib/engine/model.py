@@ -61,16 +61,51 @@ class KVCache:
     gives them back with :meth:`crop`.
     """
 
-    def __init__(self, config: ModelConfig, batch_size: int = 1) -> None:
-        check_int("batch_size", batch_size)
-        shape = (batch_size, config.kv_heads, config.block_size, config.n_embd // config.n_head)
+    def __init__(self, config: ModelConfig, batch_size: int = 1, capacity: int | None = None):
+        check_int("batch_size", batch_size, 0)
+        capacity = max(batch_size, 1) if capacity is None else capacity
+        check_int("capacity", capacity, max(batch_size, 1))
+        shape = (capacity, config.kv_heads, config.block_size, config.n_embd // config.n_head)
         self.k = [torch.zeros(shape) for _ in range(config.n_layer)]
         self.v = [torch.zeros(shape) for _ in range(config.n_layer)]
         self.lengths = [0] * batch_size
 
     @property
     def batch_size(self) -> int:
+        """Rows in use: always the first ``batch_size`` of the buffers, so a pass reads them
+        as a view, whatever the capacity."""
         return len(self.lengths)
+
+    @property
+    def capacity(self) -> int:
+        return self.k[0].shape[0]
+
+    def join(self, source: KVCache, row: int) -> int:
+        """Add a row holding a copy of ``source``'s row ``row`` (a request prefilled elsewhere
+        joins a running batch); returns its index. Only its cached positions are copied."""
+        if self.batch_size == self.capacity:
+            raise ValueError(f"the cache is full: all {self.capacity} rows are in use")
+        if not 0 <= check_int("row", row, 0) < source.batch_size:
+            raise ValueError(f"row must lie in [0, {source.batch_size - 1}], got {row}")
+        b, n = self.batch_size, source.lengths[row]
+        for mine, theirs in zip(self.k + self.v, source.k + source.v, strict=True):
+            mine[b, :, :n] = theirs[row, :, :n]
+        self.lengths = [*self.lengths, n]
+        return b
+
+    def leave(self, row: int) -> None:
+        """Free row ``row`` at once (a finished request leaves the batch): the last row moves
+        into its place, so one row is copied and the rows in use stay the first ones."""
+        last = self.batch_size - 1
+        if not 0 <= check_int("row", row, 0) <= last:
+            raise ValueError(f"row must lie in [0, {last}], got {row}")
+        n = self.lengths[last]
+        if row != last:
+            for buffer in self.k + self.v:
+                buffer[row, :, :n] = buffer[last, :, :n]
+        lengths = list(self.lengths)
+        lengths[row] = n
+        self.lengths = lengths[:last]
 
     def _advance(self, n: int) -> torch.Tensor:
         """Claim the next ``n`` positions of every sequence: (B, n) positions to write."""
@@ -253,8 +288,8 @@ class TinyGPT(nn.Module):
         """Parameters counted once (the tied embedding is not counted twice)."""
         return sum(p.numel() for p in self.parameters())
 
-    def new_cache(self, batch_size: int = 1) -> KVCache:
-        return KVCache(self.config, batch_size)
+    def new_cache(self, batch_size: int = 1, capacity: int | None = None) -> KVCache:
+        return KVCache(self.config, batch_size, capacity)
 
     def forward(
         self,
@@ -285,7 +320,7 @@ class TinyGPT(nn.Module):
             kvs, mask = [None] * self.config.n_layer, None  # plain causal attention
         else:
             slots = cache._advance(T)  # (B, T)
-            kvs = list(zip(cache.k, cache.v, strict=True))
+            kvs = [(k[:B], v[:B]) for k, v in zip(cache.k, cache.v, strict=True)]  # rows in use
             if layout is None:
                 # Query at position p sees keys 0..p of its own sequence, nothing stale.
                 L = max(cache.lengths)

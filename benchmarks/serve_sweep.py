@@ -1,0 +1,226 @@
+"""Speculation in a server: latency and throughput against the arrival rate, per policy.
+
+A continuously batched server (:mod:`specdec_lib.engine.server`) serves open-loop Poisson
+streams of TinyGPT requests at each rate λ, under four draft-length policies (off; k = 4;
+k = 4 switched off from batch 8, vLLM V0's rule; goodput, per request and round), with the
+n-gram drafter, greedy, one thread, the measured clock (each step costs what it took).
+
+* ``calibration``: steps of separate streams (seed 7) fit the step-cost model that the
+  goodput policy plans with and the simulator runs on;
+* ``rows``: one per (mix, λ, stream seed, policy): latency percentiles, throughput,
+  goodput; the policies run back to back on the same stream, and every request's output is
+  checked equal across policies (greedy: speculation never changes the text);
+* ``ratios``: per (mix, λ, policy), plain's mean latency over the policy's, with a 95%
+  bootstrap interval resampling requests paired across policies, pooled over the streams;
+* ``shift``: a stream whose mix turns from input-grounded to fresh text halfway, each
+  request's arrival and latency, per policy;
+* ``simulator``: the same server on the modelled clock against the measured one, on a mix
+  and seeds the fit never saw.
+
+Run: ``python benchmarks/serve_sweep.py`` (about 6 minutes on one quiet core); writes
+``specdec_lib/results/serve_sweep.json`` (``--out`` to write elsewhere).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from specdec_lib import NgramDrafter, SamplingParams, load_model
+from specdec_lib.analysis.crossover import log_crossing
+from specdec_lib.analysis.goodput import GoodputK
+from specdec_lib.analysis.provenance import busy_report, run_stamp
+from specdec_lib.analysis.results import RESULTS_DIR, save_result
+from specdec_lib.analysis.serving import fit_step_costs, summarize
+from specdec_lib.engine.policies import DisableAbove, FixedK, Off
+from specdec_lib.engine.server import ModelledClock, serve
+from specdec_lib.engine.traffic import poisson_stream
+
+OUT = RESULTS_DIR / "serve_sweep.json"
+MIXES = {
+    "grounded": {"copy": 1.0, "edit": 1.0, "answer": 1.0},
+    "open": {"novel": 1.0},
+}
+ALL = {"copy": 1.0, "edit": 1.0, "answer": 1.0, "novel": 1.0}
+RATES = [10, 25, 50, 100, 200, 400]
+SEEDS = [11, 12, 13]
+SIM_SEEDS = [14, 15]
+SMALL = {"requests": 24, "rates": [25, 200], "seeds": [11], "sim_seeds": [14], "shift": 40}
+
+
+def timed_serve(target, stream, policy, capacity, clock=None) -> tuple[object, float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    run = serve(target, stream, policy, lambda r: NgramDrafter(), capacity, clock=clock)
+    return run, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def paired_ratio(base: list[dict], other: list[dict], draws: int = 2000) -> dict:
+    """Mean latency of ``base`` over ``other`` (the same requests), with a 95% bootstrap
+    interval resampling requests (pooled over streams)."""
+    a = np.array([r["latency"] for r in base])
+    b = np.array([r["latency"] for r in other])
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, len(a), size=(draws, len(a)))
+    boot = a[idx].mean(1) / b[idx].mean(1)
+    low, high = np.percentile(boot, [2.5, 97.5])
+    return {"ratio": float(a.mean() / b.mean()), "low": float(low), "high": float(high)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--requests", type=int, default=80)
+    p.add_argument("--tokens", type=int, default=48)
+    p.add_argument("--capacity", type=int, default=64)
+    p.add_argument("--latency-target", type=float, default=0.25)
+    p.add_argument("--shift", type=int, default=160, help="requests in the traffic-shift stream")
+    p.add_argument("--small", action="store_true", help=f"a quick check: {SMALL}")
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args()
+    if args.small and args.out is None:
+        p.error("--small needs --out: a check must not overwrite the committed results")
+    rates, seeds, sim_seeds = RATES, SEEDS, SIM_SEEDS
+    if args.small:
+        args.requests, args.shift = SMALL["requests"], SMALL["shift"]
+        rates, seeds, sim_seeds = SMALL["rates"], SMALL["seeds"], SMALL["sim_seeds"]
+    torch.set_num_threads(1)
+    stamp, start = run_stamp(), time.perf_counter()
+    target = load_model("target")
+    params = SamplingParams(max_tokens=args.tokens)
+    walls, cpus = [], []
+
+    def run(stream, policy, clock=None):
+        out, wall, cpu = timed_serve(target, stream, policy, args.capacity, clock)
+        walls.append(wall)
+        cpus.append(cpu)
+        return out
+
+    # 1. Calibration: steps of every shape, on streams no measurement below uses.
+    steps = []
+    for k in (0, 1, 2, 4, 6):
+        for rate in (25, 100, 400):
+            stream = poisson_stream(rate, args.requests, 7, ALL, params)
+            steps += run(stream, FixedK(k) if k else Off()).steps
+    fit = fit_step_costs(steps)
+    print("step cost fit:", fit)
+    policies = [Off(), FixedK(4), DisableAbove(4, 8), GoodputK(fit, max_k=6)]
+
+    # 2. The sweep: every policy on the same streams, back to back, order rotated.
+    rows, requests = [], {}
+    cells = [(m, r, s) for m in MIXES for r in rates for s in seeds]
+    for i, (mix, rate, seed) in enumerate(tqdm(cells, desc="sweep")):
+        outputs = None
+        order = policies[i % len(policies) :] + policies[: i % len(policies)]
+        for policy in order:
+            result = run(poisson_stream(rate, args.requests, seed, MIXES[mix], params), policy)
+            got = {s.request.id: s.output for s in result.served}
+            if outputs is not None and got != outputs:
+                raise AssertionError(f"{policy.name} changed an output at {mix}, {rate}, {seed}")
+            outputs = got
+            rows.append(
+                {"mix": mix, "rate": rate, "seed": seed, "policy": policy.name}
+                | summarize(result, args.latency_target)
+            )
+            requests[mix, rate, seed, policy.name] = [
+                {"id": s.request.id, "latency": s.latency} for s in result.served
+            ]
+
+    # 3. Ratios to plain with intervals over requests of every stream, and crossings.
+    ratios, crossings = [], {}
+    for mix in MIXES:
+        for policy in policies[1:]:
+            per_rate = []
+            for rate in rates:
+                base = [r for s in seeds for r in sorted(requests[mix, rate, s, "off"], key=_id)]
+                mine = [
+                    r for s in seeds for r in sorted(requests[mix, rate, s, policy.name], key=_id)
+                ]
+                ratio = paired_ratio(base, mine) | {"mix": mix, "rate": rate, "policy": policy.name}
+                ratios.append(ratio)
+                per_rate.append(ratio)
+            crossings[f"{mix}/{policy.name}"] = {
+                key: log_crossing(rates, [r[field] for r in per_rate])
+                for key, field in (("rate", "ratio"), ("early", "low"), ("late", "high"))
+            }
+
+    # 4. A traffic shift: input-grounded requests, then fresh text from halfway.
+    shift_rows = []
+    rate = 50.0
+    for seed in seeds[:2]:
+        half = args.shift / rate / 2
+        for policy in (policies[0], policies[1], policies[3]):
+            stream = poisson_stream(
+                rate, args.shift, seed, MIXES["grounded"], params, shift=(half, MIXES["open"])
+            )
+            result = run(stream, policy)
+            shift_rows += [
+                {
+                    "seed": seed,
+                    "policy": policy.name,
+                    "arrival": s.request.arrival,
+                    "workload": s.request.workload,
+                    "latency": s.latency,
+                }
+                for s in result.served
+            ]
+
+    # 5. The simulator against measurement, on a mix and seeds the fit never saw.
+    simulator = []
+    for seed in sim_seeds:
+        for rate in rates:
+            for policy in (policies[0], policies[1]):
+                measured, modelled = (
+                    summarize(
+                        run(poisson_stream(rate, args.requests, seed, ALL, params), policy, clock),
+                        args.latency_target,
+                    )
+                    for clock in (None, ModelledClock(fit))
+                )
+                simulator.append(
+                    {
+                        "seed": seed,
+                        "rate": rate,
+                        "policy": policy.name,
+                        "measured_latency": measured["latency_mean"],
+                        "modelled_latency": modelled["latency_mean"],
+                        "measured_p90": measured["latency_p90"],
+                        "modelled_p90": modelled["latency_p90"],
+                    }
+                )
+
+    result = {
+        "stamp": stamp,
+        "load": busy_report(walls, cpus, threads=1),
+        "command": "python benchmarks/serve_sweep.py" + (" --small" if args.small else ""),
+        "drafter": "n-gram (n=1..4)",
+        "threads": 1,
+        "requests": args.requests,
+        "tokens_per_request": args.tokens,
+        "capacity": args.capacity,
+        "latency_target": args.latency_target,
+        "rates": rates,
+        "seeds": seeds,
+        "mixes": MIXES,
+        "policies": [p.name for p in policies],
+        "fit": fit.to_dict(),
+        "rows": rows,
+        "ratios": ratios,
+        "crossings": crossings,
+        "shift": {"rate": rate, "requests": args.shift, "rows": shift_rows},
+        "simulator": {"mix": ALL, "seeds": sim_seeds, "rows": simulator},
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+    save_result(args.out or OUT, result)
+    print(f"wrote {args.out or OUT} in {result['seconds']} s; load: {result['load']}")
+
+
+def _id(r: dict) -> int:
+    return r["id"]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""The goodput policy: each round, the draft lengths that maximise expected tokens per second.
+
+SmartSpec (Liu et al. 2024, later TurboSpec) defines goodput as the tokens a server actually
+generates per second, and picks the amount of speculation, down to none, that maximises
+it, from the load and measured acceptance; vLLM V1's dynamic speculation picks one k per
+batch size the same way, from profiled step times. :class:`GoodputK` does it each round
+from each running request's own acceptance (:func:`row_acceptance`) and a pass-cost model
+(:class:`~specdec_lib.analysis.serving.StepCostFit`), for :func:`~specdec_lib.engine.server.serve`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from specdec_lib.analysis.theory import expected_tokens_per_pass
+from specdec_lib.checks import check_int, check_real
+from specdec_lib.engine.generate import Row
+
+
+class PassCost(Protocol):
+    """Seconds of a decoding round over ``positions`` positions for each of ``batch`` rows
+    (:class:`~specdec_lib.analysis.serving.StepCostFit`)."""
+
+    def predict(self, batch: int, positions: int) -> float: ...
+
+
+def _row_evidence(row: Row, memory: float) -> tuple[float, float, float]:
+    """This request's acceptance evidence as weighted ``(successes, failures, prior weight)``.
+
+    Each accepted token is a success; a round that stopped short of the depth it asked for
+    (a rejection, or a drafter with nothing more to propose) is one failure. A round ``j``
+    rounds old weighs ``memory**j``, so the estimate follows a request whose text changes;
+    the prior weighs as much as a round older than all of them.
+    """
+    successes = failures = 0.0
+    weight = 1.0
+    for (_, accepted), asked in zip(reversed(row.rounds), reversed(row.asked), strict=False):
+        successes += weight * accepted
+        failures += weight * (accepted < asked)
+        weight *= memory
+    return successes, failures, weight
+
+
+def row_acceptance(row: Row, memory: float, prior: float, prior_rounds: float = 2.0) -> float:
+    """The chance that this request's next drafted position is accepted: its own evidence
+    (:func:`_row_evidence`) plus ``prior_rounds`` rounds' worth of a prior acceptance
+    ``prior``, which fades as the request's own rounds accumulate."""
+    successes, failures, weight = _row_evidence(row, memory)
+    w = prior_rounds * weight
+    return (successes + w * prior) / (successes + failures + w)
+
+
+@dataclass(frozen=True)
+class GoodputK:
+    """Each round, the draft lengths that maximise expected tokens per second.
+
+    Our pass pads every row to the widest, so a round's time is ``cost`` at the running
+    batch and the widest row's positions, plus ``draft_seconds`` for each drafted token (a
+    draft model's passes; about 0 for an n-gram lookup). For each width w from 0 to
+    ``max_k``, every row drafts w unless its own acceptance makes a drafted token worth
+    less than its drafting time; the width with the most expected tokens per second wins.
+    A request's acceptance is its own (:func:`row_acceptance`), never the batch's average;
+    a request with few rounds of its own starts from the acceptance of the requests running
+    with it (pooled), as a new user is assumed to be like the current traffic.
+    """
+
+    cost: PassCost
+    max_k: int = 8
+    draft_seconds: float = 0.0
+    memory: float = 0.7
+    prior_rounds: float = 2.0
+    name: str = "goodput"
+
+    def __post_init__(self) -> None:
+        check_int("max_k", self.max_k)
+        check_real("draft_seconds", self.draft_seconds, "a number >= 0", lambda v: v >= 0)
+        check_real("memory", self.memory, "a number in [0, 1]", lambda v: 0 <= v <= 1)
+        check_real("prior_rounds", self.prior_rounds, "a number > 0", lambda v: v > 0)
+
+    def choose(self, rows: Sequence[Row], waiting: int) -> list[int]:
+        if not rows:
+            return []
+        evidence = [_row_evidence(row, self.memory) for row in rows]
+        pooled = (1 + sum(e[0] for e in evidence)) / (2 + sum(e[0] + e[1] for e in evidence))
+        alphas = [row_acceptance(row, self.memory, pooled, self.prior_rounds) for row in rows]
+        batch = len(rows)
+        best, best_rate = [0] * batch, batch / self.cost.predict(batch, 1)
+        for width in range(1, self.max_k + 1):
+            pass_seconds = self.cost.predict(batch, 1 + width)
+            ks = [self._worth(a, width, pass_seconds / batch) for a in alphas]
+            seconds = pass_seconds + self.draft_seconds * sum(ks)
+            tokens = sum(expected_tokens_per_pass(a, k) for a, k in zip(alphas, ks, strict=True))
+            if tokens / seconds > best_rate:
+                best, best_rate = ks, tokens / seconds
+        return best
+
+    def _worth(self, alpha: float, width: int, token_seconds: float) -> int:
+        """How many of ``width`` positions this row should draft: the k-th drafted token is
+        reached and accepted with chance alpha^k, worth that many tokens of
+        ``token_seconds`` each; it is drafted while that is at least its drafting time."""
+        k = 0
+        while k < width and alpha ** (k + 1) * token_seconds >= self.draft_seconds:
+            k += 1
+        return k
