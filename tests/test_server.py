@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from specdec_lib import DraftModelDrafter, NgramDrafter, SamplingParams, generate
-from specdec_lib.analysis.goodput import GoodputK, row_acceptance
+from specdec_lib.analysis.goodput import GoodputK, goodput_ks, row_acceptance
 from specdec_lib.analysis.hypothesis import chi_square, z_score
 from specdec_lib.analysis.serving import StepCostFit, fit_step_costs, summarize
 from specdec_lib.engine import generate as generate_module
@@ -27,9 +27,16 @@ from specdec_lib.engine.verify import sampled_rule, target_distribution
 
 PARAMS = SamplingParams(max_tokens=24)
 MIX = {"copy": 1, "edit": 1, "answer": 1, "novel": 1}
-COST = StepCostFit(
-    (1, 2, 4, 6), (1e-3, 1.1e-3, 1.2e-3, 1.3e-3), (2e-4, 2.5e-4, 3.5e-4, 4.5e-4), 1e-3, 3e-5
-)
+
+
+def lines(ks, fixed, per_row):
+    """A step-cost model whose rounds at each k cost ``fixed + per_row * B`` (two profiled
+    points a line, B = 1 and 64)."""
+    points = tuple(((1, f + r), (64, f + 64 * r)) for f, r in zip(fixed, per_row, strict=True))
+    return StepCostFit(tuple(ks), points, 1e-3, 3e-5)
+
+
+COST = lines((0, 1, 3, 5), (1e-3, 1.1e-3, 1.2e-3, 1.3e-3), (2e-4, 2.5e-4, 3.5e-4, 4.5e-4))
 
 
 @pytest.fixture(scope="module")
@@ -223,7 +230,7 @@ def _row_with(rounds):
 
 def test_goodput_speculates_alone_and_stops_when_the_batch_is_large():
     good = _row_with([(4, 4, 4)] * 6)
-    policy = GoodputK(StepCostFit((1, 7), (1e-3, 1e-3), (2e-4, 8e-4), 1e-3, 3e-5), max_k=6)
+    policy = GoodputK(lines((0, 6), (1e-3, 1e-3), (2e-4, 8e-4)), max_k=6)
     assert policy.choose([good], 0) == [6]
     # Many rows that accept nothing: drafting widens every row's pass for no tokens.
     bad = [_row_with([(4, 0, 4)] * 6) for _ in range(32)]
@@ -233,7 +240,7 @@ def test_goodput_speculates_alone_and_stops_when_the_batch_is_large():
 
 def test_goodput_takes_each_rows_own_acceptance_when_drafting_costs():
     good, bad = _row_with([(4, 4, 4)] * 6), _row_with([(4, 0, 4)] * 6)
-    cost = StepCostFit((1, 5), (1e-3, 1e-3), (1e-4, 1.4e-4), 1e-3, 3e-5)
+    cost = lines((0, 4), (1e-3, 1e-3), (1e-4, 1.4e-4))
     policy = GoodputK(cost, max_k=4, draft_seconds=2e-4)
     k_good, k_bad = policy.choose([good, bad], 0)
     assert k_good > 0 and k_bad == 0  # the batch's mean acceptance would give both the same
@@ -321,10 +328,10 @@ def test_the_step_cost_fit_recovers_a_known_model_and_summaries_add_up(target, r
         )
         for policy in (Off(), FixedK(1), FixedK(3), FixedK(5))
     ]
-    fit = fit_step_costs([s for r in runs for s in r.steps], min_steps=3)
-    for width in fit.widths:  # steps timed by the model's own clock: the fit recovers it
-        for batch in (1, 3):
-            assert fit.predict(batch, width) == pytest.approx(COST.predict(batch, width))
+    fit = fit_step_costs([s for r in runs for s in r.steps], min_steps=1)
+    for k, points in zip(fit.ks, fit.points, strict=True):  # timed by the model's own clock:
+        for batch, seconds in points:  # the profile is the model, point for point
+            assert seconds == pytest.approx(COST.predict(batch, k))
     assert fit.prefill_per_token == pytest.approx(COST.prefill_per_token)
     summary = summarize(run, latency_target=0.05)
     assert summary["requests"] == len(requests) and summary["refused"] == 0
@@ -332,3 +339,22 @@ def test_the_step_cost_fit_recovers_a_known_model_and_summaries_add_up(target, r
     assert 0 <= summary["goodput"] <= 1
     latencies = sorted(s.latency for s in run.served)
     assert summary["goodput"] == sum(v <= 0.05 for v in latencies) / len(latencies)
+
+
+def test_goodput_ks_weighs_tokens_against_the_rounds_time():
+    flat = lines((0, 6), (1e-3, 1e-3), (1e-4, 1e-4))  # asking is free
+    assert goodput_ks([0.5, 0.9], flat, 6) == [6, 6]
+    assert goodput_ks([0.0, 0.0], flat, 6) == [0, 0]  # no gain: the smallest k on a tie
+    assert goodput_ks([], flat, 6) == []
+    steep = lines((0, 1), (1e-3, 2e-3), (1e-4, 1e-4))  # k = 1 doubles it
+    assert goodput_ks([0.9], steep, 1) == [0]  # 1.9 tokens for twice the time: not worth it
+    # Drafting time: the row whose tokens are rarely accepted stops drafting first.
+    assert goodput_ks([0.2, 0.95], flat, 6, draft_seconds=2e-4) == [0, 6]
+
+
+def test_asking_for_more_never_costs_less_in_the_profile():
+    crossing = StepCostFit((0, 2), (((1, 2e-3), (8, 4e-3)), ((1, 1e-3), (8, 6e-3))), 1e-3, 3e-5)
+    assert crossing.predict(1, 2) == pytest.approx(2e-3)  # not 1e-3: k = 0 costs that much
+    assert crossing.predict(8, 2) == pytest.approx(6e-3)
+    assert crossing.predict(1, 1) == pytest.approx(2e-3)
+    assert crossing.predict(16, 0) == pytest.approx(2e-3 + 15 * 2e-3 / 7)  # extended

@@ -10,20 +10,25 @@ from each running request's own acceptance (:func:`row_acceptance`) and a pass-c
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from specdec_lib.analysis.theory import expected_tokens_per_pass
 from specdec_lib.checks import check_int, check_real
 from specdec_lib.engine.generate import Row
 
 
 class PassCost(Protocol):
-    """Seconds of a decoding round over ``positions`` positions for each of ``batch`` rows
-    (:class:`~specdec_lib.analysis.serving.StepCostFit`)."""
+    """Seconds of a decoding round of ``batch`` rows asked for up to ``k`` drafted tokens
+    each (:class:`~specdec_lib.analysis.serving.StepCostFit`)."""
 
-    def predict(self, batch: int, positions: int) -> float: ...
+    def predict(self, batch: int, k: int) -> float: ...
+
+
+#: Rounds of a request's history that count: older ones weigh memory**10 or less (0.03 at
+#: the default memory), and reading them all every round would cost the server time.
+HISTORY = 10
 
 
 def _row_evidence(row: Row, memory: float) -> tuple[float, float, float]:
@@ -36,7 +41,8 @@ def _row_evidence(row: Row, memory: float) -> tuple[float, float, float]:
     """
     successes = failures = 0.0
     weight = 1.0
-    for (_, accepted), asked in zip(reversed(row.rounds), reversed(row.asked), strict=False):
+    recent = zip(row.rounds[-HISTORY:][::-1], row.asked[-HISTORY:][::-1], strict=False)
+    for (_, accepted), asked in recent:
         successes += weight * accepted
         failures += weight * (accepted < asked)
         weight *= memory
@@ -52,15 +58,56 @@ def row_acceptance(row: Row, memory: float, prior: float, prior_rounds: float = 
     return (successes + w * prior) / (successes + failures + w)
 
 
+def goodput_ks(
+    alphas: Sequence[float], cost: PassCost, max_k: int, draft_seconds: float = 0.0
+) -> list[int]:
+    """The draft length of each row that maximises the round's expected tokens per second.
+
+    ``alphas`` are the rows' own acceptance estimates; a round whose widest ask is w costs
+    ``cost.predict(len(alphas), w)`` plus ``draft_seconds`` per drafted token. For each w
+    from 0 (no speculation) to ``max_k``, every row drafts w unless its own acceptance makes
+    a drafted token worth less than its drafting time (the i-th drafted token is reached
+    and accepted with chance alpha^i, worth that many tokens of the round's time per row);
+    a row drafting k emits 1 + alpha + ... + alpha^k tokens on average
+    (:func:`~specdec_lib.analysis.theory.expected_tokens_per_pass`). The w with the most
+    expected tokens per second wins, the smallest on a tie. Plain Python, with the rows'
+    sums computed once: a server runs this every round, and its time is the server's time.
+    """
+    batch = len(alphas)
+    if batch == 0:
+        return []
+    # cum[b][k]: row b's expected tokens when it drafts k (1 + alpha + ... + alpha^k).
+    cum = [list(itertools.accumulate(a**i for i in range(max_k + 1))) for a in alphas]
+    best, best_rate = [0] * batch, batch / cost.predict(batch, 0)
+    for width in range(1, max_k + 1):
+        pass_seconds = cost.predict(batch, width)
+        if draft_seconds == 0:  # drafting is free: every row drafts the width
+            ks = [width] * batch
+        else:
+            ks = [_worth(a, width, pass_seconds / batch, draft_seconds) for a in alphas]
+        tokens = sum(c[k] for c, k in zip(cum, ks, strict=True))
+        rate = tokens / (pass_seconds + draft_seconds * sum(ks))
+        if rate > best_rate:
+            best, best_rate = ks, rate
+    return best
+
+
+def _worth(alpha: float, width: int, token_seconds: float, draft_seconds: float) -> int:
+    """How many of ``width`` positions a row should draft: while the next drafted token's
+    chance of being reached and accepted, in tokens of ``token_seconds``, pays its drafting."""
+    k = 0
+    while k < width and alpha ** (k + 1) * token_seconds >= draft_seconds:
+        k += 1
+    return k
+
+
 @dataclass(frozen=True)
 class GoodputK:
     """Each round, the draft lengths that maximise expected tokens per second.
 
     Our pass pads every row to the widest, so a round's time is ``cost`` at the running
-    batch and the widest row's positions, plus ``draft_seconds`` for each drafted token (a
-    draft model's passes; about 0 for an n-gram lookup). For each width w from 0 to
-    ``max_k``, every row drafts w unless its own acceptance makes a drafted token worth
-    less than its drafting time; the width with the most expected tokens per second wins.
+    batch and the widest ask (:func:`goodput_ks`), plus ``draft_seconds`` for each drafted
+    token (a draft model's passes; about 0 for an n-gram lookup).
     A request's acceptance is its own (:func:`row_acceptance`), never the batch's average;
     a request with few rounds of its own starts from the acceptance of the requests running
     with it (pooled), as a new user is assumed to be like the current traffic.
@@ -85,22 +132,4 @@ class GoodputK:
         evidence = [_row_evidence(row, self.memory) for row in rows]
         pooled = (1 + sum(e[0] for e in evidence)) / (2 + sum(e[0] + e[1] for e in evidence))
         alphas = [row_acceptance(row, self.memory, pooled, self.prior_rounds) for row in rows]
-        batch = len(rows)
-        best, best_rate = [0] * batch, batch / self.cost.predict(batch, 1)
-        for width in range(1, self.max_k + 1):
-            pass_seconds = self.cost.predict(batch, 1 + width)
-            ks = [self._worth(a, width, pass_seconds / batch) for a in alphas]
-            seconds = pass_seconds + self.draft_seconds * sum(ks)
-            tokens = sum(expected_tokens_per_pass(a, k) for a, k in zip(alphas, ks, strict=True))
-            if tokens / seconds > best_rate:
-                best, best_rate = ks, tokens / seconds
-        return best
-
-    def _worth(self, alpha: float, width: int, token_seconds: float) -> int:
-        """How many of ``width`` positions this row should draft: the k-th drafted token is
-        reached and accepted with chance alpha^k, worth that many tokens of
-        ``token_seconds`` each; it is drafted while that is at least its drafting time."""
-        k = 0
-        while k < width and alpha ** (k + 1) * token_seconds >= self.draft_seconds:
-            k += 1
-        return k
+        return goodput_ks(alphas, self.cost, self.max_k, self.draft_seconds)

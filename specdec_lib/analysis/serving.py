@@ -5,17 +5,22 @@ serving benchmark reports: latency percentiles (end to end, time to first token,
 output token), throughput, and goodput, the share of requests that met a latency target.
 
 :func:`fit_step_costs` fits what a server's steps cost from the steps of measured runs: a
-decoding round of B rows W positions wide (padding included) as a line in B for each
-width measured (``fixed[W] + per_row[W] * B``: drafting and verifying cost per row, not
-only per position), interpolated between widths; a prefill as ``fixed + per_token * B * W``
-(W the longest prompt). Like vLLM's dynamic speculation, it reads profiled step times
-rather than a model of the hardware. The fit is the pass-cost model the goodput policy
-plans with (:meth:`StepCostFit.predict`) and the clock of the simulator
-(:meth:`StepCostFit.seconds`).
+decoding round of B rows that asked each row for up to k drafted tokens as the median
+measured step at that k and batch, interpolated between batches and between k; a prefill as
+``fixed + per_token * B * W`` (W the longest prompt). A round is charged by what it asked,
+not by what the drafter happened to propose: asking costs a lookup and a verification per
+row even when nothing is proposed, and the padded pass is as wide as the longest proposal.
+Like vLLM's dynamic speculation, it reads profiled step times rather than a model of the
+hardware. The fit is the pass-cost model the goodput policy plans with
+(:meth:`StepCostFit.predict`) and the clock of the simulator (:meth:`StepCostFit.seconds`).
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
+import itertools
+import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -55,35 +60,56 @@ def summarize(run: ServeRun, latency_target: float) -> dict[str, float]:
     return out
 
 
+#: Batch sizes are pooled in these bins before a median is taken (a bin is [edge, next edge)).
+BATCH_BINS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128)
+
+
 @dataclass(frozen=True)
 class StepCostFit:
-    """Seconds of a server step, fitted to measured steps (see the module's docstring)."""
+    """Seconds of a server step, from profiled steps (see the module's docstring).
 
-    widths: tuple[int, ...]
-    fixed: tuple[float, ...]
-    per_row: tuple[float, ...]
+    ``points[i]`` are ``(batch, seconds)`` pairs for rounds that asked up to ``ks[i]``
+    drafted tokens: the median step of each batch bin at the bin's median batch."""
+
+    ks: tuple[int, ...]
+    points: tuple[tuple[tuple[float, float], ...], ...]
     prefill_fixed: float
     prefill_per_token: float
 
-    def predict(self, batch: int, positions: int) -> float:
-        """A decoding round of ``batch`` rows, each ``positions`` wide: the line fitted at
-        that width, or interpolated between the nearest fitted widths (extended past the
-        ends by the nearest two)."""
-        at = [self.fixed[i] + self.per_row[i] * batch for i in range(len(self.widths))]
-        if len(at) == 1:
-            return at[0]
-        i = int(np.clip(np.searchsorted(self.widths, positions) - 1, 0, len(at) - 2))
-        w0, w1 = self.widths[i], self.widths[i + 1]
-        return at[i] + (at[i + 1] - at[i]) * (positions - w0) / (w1 - w0)
+    def predict(self, batch: int, k: int) -> float:
+        """A decoding round of ``batch`` rows asked for up to ``k`` drafted tokens each:
+        interpolated in the batch between profiled points (extended past the ends along the
+        nearest two), never less than a smaller k costs at that batch (asking for more
+        never costs less), and interpolated between the profiled k. Remembered: a server's
+        policy asks this every round, and its time is the server's time."""
+        return _predict(self, batch, k)
 
     def seconds(self, step: Step) -> float:
         """What ``step`` costs by this model (the simulator's clock)."""
         if step.kind == "prefill":
             return self.prefill_fixed + self.prefill_per_token * step.batch * step.width
-        return self.predict(step.batch, step.width)
+        return self.predict(step.batch, step.asked)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
+
+
+@functools.cache
+def _predict(fit: StepCostFit, batch: int, k: int) -> float:
+    at = list(itertools.accumulate((_along(p, batch) for p in fit.points), max))
+    i = min(max(bisect.bisect_left(fit.ks, k) - 1, 0), len(at) - 2)
+    k0, k1 = fit.ks[i], fit.ks[i + 1]
+    return at[i] + (at[i + 1] - at[i]) * (k - k0) / (k1 - k0)
+
+
+def _along(points: Sequence[tuple[float, float]], batch: float) -> float:
+    """Piecewise-linear through ``points`` (sorted by batch), extended past either end along
+    its nearest two points (a single point is flat)."""
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    if len(xs) == 1:
+        return ys[0]
+    i = min(max(bisect.bisect_left(xs, batch) - 1, 0), len(xs) - 2)
+    return ys[i] + (ys[i + 1] - ys[i]) * (batch - xs[i]) / (xs[i + 1] - xs[i])
 
 
 def _weighted_fit(features: Sequence[Sequence[float]], seconds: Sequence[float]) -> list[float]:
@@ -97,23 +123,30 @@ def _weighted_fit(features: Sequence[Sequence[float]], seconds: Sequence[float])
     return [float(c) for c in coef]
 
 
-def fit_step_costs(steps: Sequence[Step], min_steps: int = 20) -> StepCostFit:
-    """:class:`StepCostFit` from measured steps (``Step.seconds``) of one or more runs: a line
-    in the batch for every width with at least ``min_steps`` rounds of 2 batch sizes or more."""
-    lines = {}
-    for width in sorted({s.width for s in steps if s.kind == "decode"}):
-        mine = [s for s in steps if s.kind == "decode" and s.width == width]
-        if len(mine) >= min_steps and len({s.batch for s in mine}) >= 2:
-            lines[width] = _weighted_fit([[1, s.batch] for s in mine], [s.seconds for s in mine])
+def fit_step_costs(steps: Sequence[Step], min_steps: int = 5) -> StepCostFit:
+    """:class:`StepCostFit` from measured steps (``Step.seconds``) of one or more runs: for
+    every k asked, the median step of each batch bin holding at least ``min_steps`` rounds
+    (a median, so one step slowed by other work cannot move it)."""
+    points = {}
+    for k in sorted({s.asked for s in steps if s.kind == "decode"}):
+        mine = [s for s in steps if s.kind == "decode" and s.asked == k]
+        bins = np.searchsorted(BATCH_BINS, [s.batch for s in mine], side="right")
+        here = []
+        for b in sorted(set(bins)):
+            cell = [s for s, x in zip(mine, bins, strict=True) if x == b]
+            if len(cell) >= min_steps:
+                here.append(
+                    (
+                        statistics.median(s.batch for s in cell),
+                        statistics.median(s.seconds for s in cell),
+                    )
+                )
+        if here:
+            points[k] = tuple(here)
     prefills = [s for s in steps if s.kind == "prefill"]
-    if len(lines) < 2 or len(prefills) < 3:
-        raise ValueError("steps must hold decoding rounds of at least 2 widths and 3 prefills")
+    if len(points) < 2 or len(prefills) < 3:
+        raise ValueError("steps must hold decoding rounds of at least 2 k asked and 3 prefills")
     prefill = _weighted_fit(
         [[1, s.batch * s.width] for s in prefills], [s.seconds for s in prefills]
     )
-    return StepCostFit(
-        tuple(lines),
-        tuple(c[0] for c in lines.values()),
-        tuple(c[1] for c in lines.values()),
-        *prefill,
-    )
+    return StepCostFit(tuple(points), tuple(points.values()), *prefill)

@@ -107,12 +107,14 @@ class KPolicy(Protocol):
 class Step:
     """One pass of the server: a prefill of ``batch`` newcomers ``width`` tokens wide (the
     longest prompt), or a decoding round of ``batch`` rows ``width`` positions wide (1 + the
-    widest draft) with ``draft_passes`` draft-model passes among them; ``seconds`` is what it
-    cost and ``end`` when it ended."""
+    widest draft) after asking up to ``asked`` drafted tokens of each (a drafter may propose
+    fewer), with ``draft_passes`` draft-model passes among them; ``seconds`` is what it cost
+    and ``end`` when it ended."""
 
     kind: str
     batch: int
     width: int
+    asked: int = 0
     draft_passes: int = 0
     seconds: float = 0.0
     end: float = 0.0
@@ -216,7 +218,8 @@ def serve(
         before = run.stats.draft_passes
         speculation_round(target, cache, running, generator, run.stats)
         width = 1 + max(row.rounds[-1][0] for row in running)  # every row just ran a round
-        return Step("decode", len(running), width, run.stats.draft_passes - before)
+        asked = max(row.asked[-1] for row in running)
+        return Step("decode", len(running), width, asked, run.stats.draft_passes - before)
 
     def retire() -> None:
         """Every finished request leaves at once, freeing its row."""
