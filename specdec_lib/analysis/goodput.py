@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from specdec_lib.checks import check_int, check_real
@@ -109,8 +109,10 @@ class GoodputK:
     batch and the widest ask (:func:`goodput_ks`), plus ``draft_seconds`` for each drafted
     token (a draft model's passes; about 0 for an n-gram lookup).
     A request's acceptance is its own (:func:`row_acceptance`), never the batch's average;
-    a request with few rounds of its own starts from the acceptance of the requests running
-    with it (pooled), as a new user is assumed to be like the current traffic.
+    a request with few rounds of its own starts from the acceptance of the server's recent
+    rounds (every request's, each round weighing ``traffic_memory`` times less per round),
+    as a new user is assumed to be like the current traffic. That memory makes a policy
+    belong to one server: give each server run its own.
     """
 
     cost: PassCost
@@ -118,18 +120,32 @@ class GoodputK:
     draft_seconds: float = 0.0
     memory: float = 0.7
     prior_rounds: float = 2.0
+    traffic_memory: float = 0.9
     name: str = "goodput"
+    _traffic: list[float] = field(
+        default_factory=lambda: [1.0, 1.0], init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         check_int("max_k", self.max_k)
         check_real("draft_seconds", self.draft_seconds, "a number >= 0", lambda v: v >= 0)
         check_real("memory", self.memory, "a number in [0, 1]", lambda v: 0 <= v <= 1)
         check_real("prior_rounds", self.prior_rounds, "a number > 0", lambda v: v > 0)
+        check_real(
+            "traffic_memory", self.traffic_memory, "a number in [0, 1)", lambda v: 0 <= v < 1
+        )
 
     def choose(self, rows: Sequence[Row], waiting: int) -> list[int]:
         if not rows:
             return []
-        evidence = [_row_evidence(row, self.memory) for row in rows]
-        pooled = (1 + sum(e[0] for e in evidence)) / (2 + sum(e[0] + e[1] for e in evidence))
+        traffic = self._traffic
+        traffic[0] *= self.traffic_memory
+        traffic[1] *= self.traffic_memory
+        for row in rows:  # each row's latest round, once: a round happens between calls
+            if row.asked and row.asked[-1] > 0:
+                accepted = row.rounds[-1][1]
+                traffic[0] += accepted
+                traffic[1] += accepted < row.asked[-1]
+        pooled = (1 + traffic[0]) / (2 + traffic[0] + traffic[1])
         alphas = [row_acceptance(row, self.memory, pooled, self.prior_rounds) for row in rows]
         return goodput_ks(alphas, self.cost, self.max_k, self.draft_seconds)

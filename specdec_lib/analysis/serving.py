@@ -150,3 +150,37 @@ def fit_step_costs(steps: Sequence[Step], min_steps: int = 5) -> StepCostFit:
         [[1, s.batch * s.width] for s in prefills], [s.seconds for s in prefills]
     )
     return StepCostFit(tuple(points), tuple(points.values()), *prefill)
+
+
+@dataclass(frozen=True)
+class RooflineStepCost:
+    """A step's time on an accelerator by the roofline: the larger of the bytes it reads
+    over memory bandwidth and the arithmetic it does over peak throughput. A model, not a
+    measurement: it stands in for a GPU the course cannot run.
+
+    A decoding round of B rows asked for k drafted tokens reads the weights once and each
+    row's ``context`` cached tokens, and does about 2 x ``params`` operations for each of
+    its B (1 + k) positions; a prefill of B prompts W tokens wide does 2 x ``params`` per
+    token. The defaults are a 7-billion-parameter Llama 2 (32 layers of width 4096, every
+    head with its own keys and values; Touvron et al. 2023) in 16-bit numbers on an A100
+    (2.0 TB/s, 312 TFLOP/s at 16 bits; NVIDIA's datasheet), at peak: real kernels reach
+    less of both, which moves the crossing but not the shape.
+    """
+
+    params: float = 6.7e9
+    weight_bytes: float = 13.5e9
+    kv_bytes_per_token: float = 2 * 32 * 4096 * 2
+    bandwidth: float = 2.0e12
+    flops: float = 312e12
+    context: int = 512
+
+    def predict(self, batch: int, k: int) -> float:
+        memory = self.weight_bytes + batch * self.context * self.kv_bytes_per_token
+        compute = 2 * self.params * batch * (1 + k)
+        return max(memory / self.bandwidth, compute / self.flops)
+
+    def seconds(self, step: Step) -> float:
+        if step.kind == "prefill":
+            compute = 2 * self.params * step.batch * step.width
+            return max(self.weight_bytes / self.bandwidth, compute / self.flops)
+        return self.predict(step.batch, step.asked)
