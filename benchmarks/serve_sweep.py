@@ -17,10 +17,8 @@ n-gram drafter, greedy, one thread, the measured clock (each step costs what it 
 * ``shift``: a stream whose mix turns from input-grounded to fresh text halfway, each
   request's arrival and latency, per policy;
 * ``simulator``: the same server on the modelled clock against the measured one, on a mix
-  and seeds the fit never saw; ``modelled_rows``: the sweep's cells on the modelled clock;
-* ``roofline``: the same streams (mixed traffic) on a GPU-shaped clock, a roofline model of
-  a 7B model on an A100 (:class:`~specdec_lib.analysis.serving.RooflineStepCost`), at a
-  short and a long context: a model, labelled so, of what the CPU cannot show.
+  and seeds the fit never saw; ``modelled_rows``: the sweep's cells on the modelled clock. The
+  same server on a GPU-shaped clock is ``benchmarks/serve_roofline.py``.
 
 Run: ``python benchmarks/serve_sweep.py`` (about 6 minutes on one quiet core); writes
 ``specdec_lib/results/serve_sweep.json`` (``--out`` to write elsewhere).
@@ -42,7 +40,7 @@ from specdec_lib.analysis.crossover import log_crossing
 from specdec_lib.analysis.goodput import GoodputK
 from specdec_lib.analysis.provenance import busy_report, run_stamp
 from specdec_lib.analysis.results import RESULTS_DIR, save_result
-from specdec_lib.analysis.serving import RooflineStepCost, fit_step_costs, summarize
+from specdec_lib.analysis.serving import fit_step_costs, summarize
 from specdec_lib.engine.policies import DisableAbove, FixedK, Off
 from specdec_lib.engine.server import ModelledClock, serve
 from specdec_lib.engine.traffic import poisson_stream
@@ -57,16 +55,12 @@ MIXES = {
 RATES = [10, 25, 50, 100, 200, 400]
 SEEDS = [11, 12, 13, 14]
 SIM_SEEDS = [21, 22]
-GPU_RATES = [5, 10, 20, 40, 80, 160, 320, 640]
-GPU_CONTEXTS = [512, 8192]
-GPU_LATENCY_TARGET = 1.0  # seconds: a 48-token answer takes about 0.35 s alone
 SMALL = {
     "requests": 24,
     "rates": [25, 200],
     "seeds": [11, 12],
     "sim_seeds": [21],
     "shift": 40,
-    "gpu_rates": [5, 80],
 }
 
 
@@ -106,11 +100,10 @@ def main() -> None:
     args = p.parse_args()
     if args.small and args.out is None:
         p.error("--small needs --out: a check must not overwrite the committed results")
-    rates, seeds, sim_seeds, gpu_rates = RATES, SEEDS, SIM_SEEDS, GPU_RATES
+    rates, seeds, sim_seeds = RATES, SEEDS, SIM_SEEDS
     if args.small:
         args.requests, args.shift = SMALL["requests"], SMALL["shift"]
         rates, seeds, sim_seeds = SMALL["rates"], SMALL["seeds"], SMALL["sim_seeds"]
-        gpu_rates = SMALL["gpu_rates"]
     torch.set_num_threads(1)
     stamp, start = run_stamp(), time.perf_counter()
     target = load_model("target")
@@ -125,10 +118,13 @@ def main() -> None:
         cpus.append(cpu)
         return out
 
-    # 1. Calibration: steps of every shape, on streams no measurement below uses.
+    # 1. Calibration: steps of every shape, on streams no measurement below uses, after a
+    # run that only warms up (a process's first run is slower: it allocates as it goes),
+    # every k at each rate before the next rate, so a drift in the machine spreads evenly.
+    run(poisson_stream(100, args.requests, 6, ALL, params), FixedK(2))
     steps = []
-    for k in (0, 1, 2, 4, 6):
-        for rate in (25, 100, 400):
+    for rate in (25, 100, 400):
+        for k in (0, 1, 2, 4, 6):
             stream = poisson_stream(rate, args.requests, 7, ALL, params)
             steps += run(stream, FixedK(k) if k else Off()).steps
     fit = fit_step_costs(steps)
@@ -225,21 +221,6 @@ def main() -> None:
                     }
                 )
 
-    # 6. A GPU-shaped model (roofline: a 7B model on an A100), the same token dynamics.
-    gpu_rows = []
-    for context in GPU_CONTEXTS:
-        gpu = RooflineStepCost(context=context)
-        gpu_policies = [Off(), FixedK(4), DisableAbove(4, 8), GoodputK(gpu, max_k=6)]
-        for rate in tqdm(gpu_rates, desc=f"roofline, context {context}"):
-            for seed in sim_seeds:
-                for policy in gpu_policies:
-                    stream = poisson_stream(rate, args.requests, seed, ALL, params)
-                    result = run(stream, policy, ModelledClock(gpu))
-                    gpu_rows.append(
-                        {"context": context, "rate": rate, "seed": seed, "policy": policy.name}
-                        | summarize(result, GPU_LATENCY_TARGET)
-                    )
-
     result = {
         "stamp": stamp,
         "load": busy_report(walls, cpus, threads=1),
@@ -261,14 +242,6 @@ def main() -> None:
         "shift": {"rate": rate, "requests": args.shift, "rows": shift_rows},
         "simulator": {"mix": ALL, "seeds": sim_seeds, "rows": simulator},
         "modelled_rows": modelled_rows,
-        "roofline": {
-            "model": dataclasses.asdict(RooflineStepCost()),
-            "contexts": GPU_CONTEXTS,
-            "latency_target": GPU_LATENCY_TARGET,
-            "rates": gpu_rates,
-            "seeds": sim_seeds,
-            "rows": gpu_rows,
-        },
         "seconds": round(time.perf_counter() - start, 1),
     }
     save_result(args.out or OUT, result)

@@ -9,7 +9,7 @@ import torch
 from specdec_lib import DraftModelDrafter, NgramDrafter, SamplingParams, generate
 from specdec_lib.analysis.goodput import GoodputK, goodput_ks, row_acceptance
 from specdec_lib.analysis.hypothesis import chi_square, z_score
-from specdec_lib.analysis.serving import StepCostFit, fit_step_costs, summarize
+from specdec_lib.analysis.serving import RooflineStepCost, StepCostFit, fit_step_costs, summarize
 from specdec_lib.engine import generate as generate_module
 from specdec_lib.engine.generate import Row
 from specdec_lib.engine.policies import DisableAbove, FixedK, Off
@@ -358,3 +358,26 @@ def test_asking_for_more_never_costs_less_in_the_profile():
     assert crossing.predict(8, 2) == pytest.approx(6e-3)
     assert crossing.predict(1, 1) == pytest.approx(2e-3)
     assert crossing.predict(16, 0) == pytest.approx(2e-3 + 15 * 2e-3 / 7)  # extended
+
+
+def test_a_new_request_starts_from_the_servers_recent_acceptance():
+    cost = lines((0, 4), (1e-3, 1e-3), (1e-4, 1.3e-4))
+    fresh = _row_with([])
+    seen_good, seen_bad = GoodputK(cost, max_k=4), GoodputK(cost, max_k=4)
+    for _ in range(10):  # the servers' recent rounds: everything accepted, or nothing
+        seen_good.choose([_row_with([(4, 4, 4)])], 0)
+        seen_bad.choose([_row_with([(4, 0, 4)])], 0)
+    assert seen_good.choose([fresh], 0) == [4]
+    assert seen_bad.choose([fresh], 0) == [0]
+
+
+def test_the_roofline_model_is_memory_bound_alone_and_compute_bound_in_a_crowd():
+    gpu = RooflineStepCost()
+    alone = gpu.predict(1, 0)
+    assert alone == pytest.approx(gpu.weight_bytes / gpu.bandwidth, rel=0.01)
+    assert gpu.predict(1, 4) == alone  # the weight read hides four more positions
+    crowd = gpu.predict(64, 4)
+    assert crowd == pytest.approx(2 * gpu.params * 64 * 5 / gpu.flops)
+    assert crowd > gpu.predict(64, 0)  # at batch 64 they cost
+    long = RooflineStepCost(context=8192)
+    assert long.predict(64, 4) == long.predict(64, 0)  # reading the caches hides them again

@@ -93,6 +93,14 @@ class StepCostFit:
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, stored: dict) -> StepCostFit:
+        """The fit a results file stored with :meth:`to_dict` (JSON turned tuples to lists)."""
+        points = tuple(tuple(tuple(p) for p in row) for row in stored["points"])
+        return cls(
+            tuple(stored["ks"]), points, stored["prefill_fixed"], stored["prefill_per_token"]
+        )
+
 
 @functools.cache
 def _predict(fit: StepCostFit, batch: int, k: int) -> float:
@@ -161,15 +169,15 @@ class RooflineStepCost:
     A decoding round of B rows asked for k drafted tokens reads the weights once and each
     row's ``context`` cached tokens, and does about 2 x ``params`` operations for each of
     its B (1 + k) positions; a prefill of B prompts W tokens wide does 2 x ``params`` per
-    token. The defaults are a 7-billion-parameter Llama 2 (32 layers of width 4096, every
-    head with its own keys and values; Touvron et al. 2023) in 16-bit numbers on an A100
-    (2.0 TB/s, 312 TFLOP/s at 16 bits; NVIDIA's datasheet), at peak: real kernels reach
-    less of both, which moves the crossing but not the shape.
+    token. The defaults are Llama 3 8B (32 layers, 8 key/value heads of 128: 128 KiB of
+    cache a token; Meta's model card) in 16-bit numbers on an A100 (2.0 TB/s, 312 TFLOP/s
+    at 16 bits; NVIDIA's datasheet), at peak: real kernels reach less of both, which moves
+    the crossing but not the shape.
     """
 
-    params: float = 6.7e9
-    weight_bytes: float = 13.5e9
-    kv_bytes_per_token: float = 2 * 32 * 4096 * 2
+    params: float = 8.0e9
+    weight_bytes: float = 16.0e9
+    kv_bytes_per_token: float = 2 * 32 * 8 * 128 * 2
     bandwidth: float = 2.0e12
     flops: float = 312e12
     context: int = 512
@@ -184,3 +192,23 @@ class RooflineStepCost:
             compute = 2 * self.params * step.batch * step.width
             return max(self.weight_bytes / self.bandwidth, compute / self.flops)
         return self.predict(step.batch, step.asked)
+
+
+def stream_ratio(
+    base: Sequence[tuple[float, int]], other: Sequence[tuple[float, int]], draws: int = 4000
+) -> dict[str, float]:
+    """Mean latency of ``base`` over ``other`` pooled over streams, each stream given as
+    (summed latency, requests), the same streams in both, with a 95% bootstrap interval that
+    resamples whole streams: a stream's schedule moves with every step's timing, so its
+    requests are not independent, and streams carry both the prompts' and the timing's
+    spread. Above 1: ``other`` is faster."""
+    if len(base) != len(other) or not base:
+        raise ValueError(
+            f"base and other must hold the same streams, got {len(base)}, {len(other)}"
+        )
+    sums = np.array([[b[0], o[0]] for b, o in zip(base, other, strict=True)], dtype=np.float64)
+    idx = np.random.default_rng(0).integers(0, len(sums), size=(draws, len(sums)))
+    boot = sums[idx, 0].sum(1) / sums[idx, 1].sum(1)
+    low, high = np.percentile(boot, [2.5, 97.5])
+    ratio = sums[:, 0].sum() / sums[:, 1].sum()
+    return {"ratio": float(ratio), "low": float(low), "high": float(high), "streams": len(sums)}
