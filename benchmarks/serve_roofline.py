@@ -10,7 +10,7 @@ from batch 8, and goodput planning with the same model. Two contexts a request: 
 tokens (weights dominate the bytes) and 8192 (each request's cache does, MagicDec's
 regime). Nothing here is timed, so the result is the same on every machine.
 
-Run: ``python benchmarks/serve_roofline.py`` (about 3 minutes); writes
+Run: ``python benchmarks/serve_roofline.py`` (about 10 minutes); writes
 ``specdec_lib/results/serve_roofline.json`` (``--out`` to write elsewhere).
 """
 
@@ -35,7 +35,7 @@ from specdec_lib.engine.traffic import poisson_stream
 
 OUT = RESULTS_DIR / "serve_roofline.json"
 MIX = {"copy": 1.0, "edit": 1.0, "answer": 1.0, "novel": 1.0}
-RATES = [5, 10, 20, 40, 80, 160, 320, 640]
+RATES = [5, 10, 20, 40, 80, 160, 320, 640, 1280]
 CONTEXTS = [512, 8192]
 SEEDS = [21, 22]
 LATENCY_TARGET = 1.0  # seconds; a 48-token answer takes about 0.4 s alone on this model
@@ -44,9 +44,9 @@ SMALL = {"requests": 16, "rates": [5, 640], "seeds": [21]}
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--requests", type=int, default=60)
+    p.add_argument("--requests", type=int, default=120)
     p.add_argument("--tokens", type=int, default=48)
-    p.add_argument("--capacity", type=int, default=64)
+    p.add_argument("--capacity", type=int, default=128)
     p.add_argument("--small", action="store_true", help=f"a quick check: {SMALL}")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()

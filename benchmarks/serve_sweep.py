@@ -55,6 +55,7 @@ MIXES = {
 RATES = [10, 25, 50, 100, 200, 400]
 SEEDS = [11, 12, 13, 14]
 SIM_SEEDS = [21, 22]
+SHIFT_RATE = 50.0  # requests a second in the traffic-shift stream
 SMALL = {
     "requests": 24,
     "rates": [25, 200],
@@ -178,12 +179,11 @@ def main() -> None:
 
     # 4. A traffic shift: input-grounded requests, then fresh text from halfway.
     shift_rows = []
-    rate = 50.0
     for seed in seeds[:2]:
-        half = args.shift / rate / 2
+        half = args.shift / SHIFT_RATE / 2
         for policy in (policies[0], policies[1], policies[3]):
             stream = poisson_stream(
-                rate, args.shift, seed, MIXES["grounded"], params, shift=(half, MIXES["open"])
+                SHIFT_RATE, args.shift, seed, MIXES["grounded"], params, shift=(half, MIXES["open"])
             )
             result = run(stream, policy)
             shift_rows += [
@@ -239,7 +239,7 @@ def main() -> None:
         "rows": rows,
         "ratios": ratios,
         "crossings": crossings,
-        "shift": {"rate": rate, "requests": args.shift, "rows": shift_rows},
+        "shift": {"rate": SHIFT_RATE, "requests": args.shift, "rows": shift_rows},
         "simulator": {"mix": ALL, "seeds": sim_seeds, "rows": simulator},
         "modelled_rows": modelled_rows,
         "seconds": round(time.perf_counter() - start, 1),
