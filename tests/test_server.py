@@ -361,7 +361,7 @@ def test_asking_for_more_never_costs_less_in_the_profile():
 
 
 def test_a_new_request_starts_from_the_servers_recent_acceptance():
-    cost = lines((0, 4), (1e-3, 1e-3), (1e-4, 1.3e-4))
+    cost = lines((0, 1, 4), (1e-3, 1.3e-3, 1.6e-3), (1e-4, 1e-4, 1e-4))  # k = 1: +27%
     fresh = _row_with([])
     seen_good, seen_bad = GoodputK(cost, max_k=4), GoodputK(cost, max_k=4)
     for _ in range(10):  # the servers' recent rounds: everything accepted, or nothing
