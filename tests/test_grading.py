@@ -52,6 +52,7 @@ SEEDS = {
     "check_cache_lengths": range(2),
     "check_bernoulli_drafter": range(5),
     "check_slower_from": range(5),
+    "check_goodput_ks": range(5),
     "check_tokens_per_pass": range(5),
     "check_tree_mask": range(5),
     "check_predict_counts": range(5),
@@ -156,6 +157,7 @@ def test_the_library_functions_handed_in_or_called_are_refused_as_its_own_implem
         "check_decode_step_bytes",
         "check_break_even_c",
         "check_slower_from",
+        "check_goodput_ks",
     ],
 )
 def test_the_deterministic_checks_never_fail_a_correct_solution(check):
@@ -231,6 +233,9 @@ def _stubs():
     def tokens_per_pass(rates, k):
         raise NotImplementedError()
 
+    def choose_ks(alphas, cost, max_k, draft_seconds=0.0):
+        raise NotImplementedError()
+
     def rollback_batch(rows, lengths, proposed, accepted, block_size):
         raise NotImplementedError()
 
@@ -254,7 +259,8 @@ def _stubs():
     stubs += [break_even_c]
     stubs += [accept_sampled, distribution_test, expected_cache_lengths, rollback_batch]
     stubs += [BernoulliDrafter]
-    stubs += [slower_from, tree_mask_and_positions, verify_children, predict_counts]  # CHECKS order
+    stubs += [slower_from, choose_ks, tree_mask_and_positions, verify_children]
+    stubs += [predict_counts]  # CHECKS order
     return dict(zip(G.CHECKS.values(), stubs, strict=True))
 
 
@@ -412,8 +418,8 @@ def test_catch_rates_count_each_mistake_and_the_false_alarms_of_the_reference():
 def test_grading_modules_import_one_way_without_private_names_or_function_level_imports():
     package = Path(G.__file__).parent
     order = ["report", "rollback", "per_pass", "tree_slips", "replay_slips", "speculative_slips"]
-    order += ["mistakes"]
-    order += ["harness", "exact", "sampled", "speculative", "trees", "replay"]
+    order += ["goodput_slips", "mistakes"]
+    order += ["harness", "exact", "sampled", "speculative", "trees", "replay", "goodput"]
     order += ["__init__", "__main__"]
     assert sorted(order) == sorted(p.stem for p in package.glob("*.py"))
     for rank, stem in enumerate(order):

@@ -30,6 +30,7 @@ from specdec_lib import (
 )
 from specdec_lib import grading as G
 from specdec_lib.analysis.costs import kv_cache_bytes_per_token, stats_cost_per_token, weight_bytes
+from specdec_lib.analysis.goodput import goodput_ks
 from specdec_lib.analysis.replay import replay_greedy
 from specdec_lib.analysis.replication import crossover
 from specdec_lib.analysis.theory import expected_tokens_per_pass_from_rates
@@ -103,6 +104,10 @@ def _slower_from(rows):
     return min(crossover(rows)["slower_at"], default=None)
 
 
+def _choose_ks(alphas, cost, max_k, draft_seconds=0.0):
+    return goodput_ks(alphas, cost, max_k, draft_seconds)
+
+
 def _tree_mask_and_positions(parents, n_context):
     mask = torch.ones(len(parents), n_context + len(parents), dtype=torch.bool)
     mask[:, n_context:] = ancestor_mask(parents)
@@ -134,6 +139,7 @@ DELEGATING = {
     "check_batch_rollback": (_rollback_batch, "the grader's reference solution"),
     "check_bernoulli_drafter": (_BernoulliDrafter, "the grader's reference solution"),
     "check_slower_from": (_slower_from, "replication.crossover"),
+    "check_goodput_ks": (_choose_ks, "goodput.goodput_ks"),
     "check_tree_mask": (_tree_mask_and_positions, "tree.ancestor_mask"),
     "check_verify_children": (_verify_children, "tree.walk_sampled"),
     "check_predict_counts": (_predict_counts, "replay.replay_greedy"),

@@ -2,7 +2,8 @@
 
 Each ``check_*`` takes the student's function and returns a :class:`Report`; it never raises
 because of the student's code. Imports flow one way: report, the mistakes (rollback,
-per_pass, tree_slips, replay_slips, speculative_slips, mistakes), harness, the checks.
+per_pass, tree_slips, replay_slips, speculative_slips, goodput_slips, mistakes), harness,
+the checks.
 """
 
 # ruff: noqa: F401 (the checks are imported for CHECKS and as the public names)
@@ -16,6 +17,7 @@ from .exact import (
     check_slower_from,
     check_tokens_per_pass,
 )
+from .goodput import check_goodput_ks
 from .harness import LOG_ENV
 from .replay import check_predict_counts
 from .report import Diagnosis, Report
@@ -29,7 +31,8 @@ CHECKS = {
     for name in """check_speculative_generate check_decode_step_bytes check_ngram_drafter
     check_accept_greedy check_tokens_per_pass check_break_even_c check_accept_sampled
     check_distribution_test check_cache_lengths check_batch_rollback check_bernoulli_drafter
-    check_slower_from check_tree_mask check_verify_children check_predict_counts""".split()
+    check_slower_from check_goodput_ks check_tree_mask check_verify_children
+    check_predict_counts""".split()
 }
 
 __all__ = ["CHECKS", "LOG_ENV", "Diagnosis", "Report", *CHECKS]

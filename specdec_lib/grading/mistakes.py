@@ -25,6 +25,7 @@ from specdec_lib.engine.verify import (
     accept_sampled_biased,
 )
 
+from .goodput_slips import GOODPUT_SLIPS, goodput_reference
 from .per_pass import PER_PASS_SLIPS, per_pass_reference
 from .replay_slips import REPLAY_SLIPS, counts_reference
 from .report import Diagnosis as D
@@ -343,6 +344,7 @@ MISTAKES: dict[str, dict[str, Mistake]] = {
             D.ASSUMES_SORTED,
         ),
     ),
+    "check_goodput_ks": _table(*GOODPUT_SLIPS),
 }
 
 #: ``{check name: the correct solution in the student's form}``.
@@ -358,6 +360,7 @@ REFERENCES: dict[str, Callable] = {
     "check_batch_rollback": _rollback_reference,
     "check_bernoulli_drafter": _bernoulli(),
     "check_slower_from": _slower_reference,
+    "check_goodput_ks": goodput_reference,
     "check_tokens_per_pass": per_pass_reference,
     "check_tree_mask": layout_reference,
     "check_verify_children": children_reference,

@@ -117,6 +117,11 @@ DIVIDES_BY_Q | divides by q, not by what each child was drawn from | Take the si
 SEES_THE_FUTURE | drafts from tokens not yet written | Draft from prompt + output[:done] only.
 DRAFTS_PAST_THE_END | drafts past the tokens left to write | Draft min(k, tokens left - 1).
 LAGGING_CONTEXT | drafts from a context without the target's last token | Add every emitted token.
+BATCH_MEAN | plans every row with the batch's mean acceptance | Plan each row with its own alpha.
+BLIND_TO_LOAD | prices the round as if the batch were one row | B rows cost cost.predict(B, w).
+NEVER_OFF | never turns speculation off | Try w = 0 too: under load, not speculating can win.
+TOKENS_OFF_BY_ONE | counts expected tokens off by one | Drafting k emits 1 + alpha + ... + alpha^k.
+IGNORES_DRAFTING | leaves the drafting time out | Add draft_seconds per drafted token to the round.
 """),
         module=__name__,
         qualname="Diagnosis",
