@@ -194,7 +194,7 @@ def test_the_facts_are_read():
     assert facts["3"].checks == {"check_ngram_drafter"} and facts["8"].counts["theorem"] >= 1
     assert facts["A"].title == "how TinyGPT was built and trained"
     assert chapter_list("4, 5, 7, 7b, 9 and 10") == ["4", "5", "7", "7b", "9", "10"]
-    assert chapter_list("1, 2 and 9 to 11") == ["1", "2", "9", "10", "11"]
+    assert chapter_list("1, 2 and 9 to 11") == ["1", "2", "9", "10", "10b", "11"]
     assert chapters_named("chapters 0 and 1, appendix A's curve; Exercise 6.2") == [
         "0",
         "1",

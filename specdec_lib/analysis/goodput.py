@@ -28,7 +28,7 @@ class PassCost(Protocol):
 
 #: Rounds of a request's history that count: older ones weigh memory**10 or less (0.03 at
 #: the default memory), and reading them all every round would cost the server time.
-HISTORY = 10
+_HISTORY = 10
 
 
 def _row_evidence(row: Row, memory: float) -> tuple[float, float, float]:
@@ -41,7 +41,7 @@ def _row_evidence(row: Row, memory: float) -> tuple[float, float, float]:
     """
     successes = failures = 0.0
     weight = 1.0
-    recent = zip(row.rounds[-HISTORY:][::-1], row.asked[-HISTORY:][::-1], strict=False)
+    recent = zip(row.rounds[-_HISTORY:][::-1], row.asked[-_HISTORY:][::-1], strict=False)
     for (_, accepted), asked in recent:
         successes += weight * accepted
         failures += weight * (accepted < asked)

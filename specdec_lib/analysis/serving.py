@@ -61,7 +61,7 @@ def summarize(run: ServeRun, latency_target: float) -> dict[str, float]:
 
 
 #: Batch sizes are pooled in these bins before a median is taken (a bin is [edge, next edge)).
-BATCH_BINS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128)
+_BATCH_BINS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128)
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ def fit_step_costs(steps: Sequence[Step], min_steps: int = 5) -> StepCostFit:
     points = {}
     for k in sorted({s.asked for s in steps if s.kind == "decode"}):
         mine = [s for s in steps if s.kind == "decode" and s.asked == k]
-        bins = np.searchsorted(BATCH_BINS, [s.batch for s in mine], side="right")
+        bins = np.searchsorted(_BATCH_BINS, [s.batch for s in mine], side="right")
         here = []
         for b in sorted(set(bins)):
             cell = [s for s, x in zip(mine, bins, strict=True) if x == b]

@@ -58,7 +58,8 @@ class KVCache:
     ``lengths[b]`` are stale and never attended to. The lengths are a Python list (the
     loop reads and sets them every round; as a tensor each read is an operator call).
     They move only here: a forward pass claims positions with ``_advance``, rollback
-    gives them back with :meth:`crop`.
+    gives them back with :meth:`crop`, and a server's requests take and free rows with
+    :meth:`join` and :meth:`leave`.
     """
 
     def __init__(self, config: ModelConfig, batch_size: int = 1, capacity: int | None = None):
