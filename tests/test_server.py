@@ -39,6 +39,13 @@ def lines(ks, fixed, per_row):
 COST = lines((0, 1, 3, 5), (1e-3, 1.1e-3, 1.2e-3, 1.3e-3), (2e-4, 2.5e-4, 3.5e-4, 4.5e-4))
 
 
+def modelled(target, requests, policy):
+    """The requests served by four rows on the model COST's clock."""
+    return serve(
+        target, OpenLoop(requests), policy, lambda r: NgramDrafter(), 4, clock=ModelledClock(COST)
+    )
+
+
 @pytest.fixture(scope="module")
 def requests():
     # Different lengths (max_tokens 1 to 24) and all four workloads, in one stream.
@@ -127,22 +134,8 @@ def test_a_bad_request_is_reported_and_the_others_finish(target, requests, alone
 
 
 def test_the_modelled_clock_charges_each_step_its_shape(target, requests):
-    run = serve(
-        target,
-        OpenLoop(requests),
-        FixedK(3),
-        lambda r: NgramDrafter(),
-        4,
-        clock=ModelledClock(COST),
-    )
-    again = serve(
-        target,
-        OpenLoop(requests),
-        FixedK(3),
-        lambda r: NgramDrafter(),
-        4,
-        clock=ModelledClock(COST),
-    )
+    run = modelled(target, requests, FixedK(3))
+    again = modelled(target, requests, FixedK(3))
     assert [s.finished for s in run.served] == [s.finished for s in again.served]
     ends = [s.end for s in run.steps]
     assert ends == sorted(ends)
@@ -309,24 +302,9 @@ def test_traffic_says_when_the_next_request_is_due(requests):
 
 
 def test_the_step_cost_fit_recovers_a_known_model_and_summaries_add_up(target, requests):
-    run = serve(
-        target,
-        OpenLoop(requests),
-        FixedK(3),
-        lambda r: NgramDrafter(),
-        4,
-        clock=ModelledClock(COST),
-    )
+    run = modelled(target, requests, FixedK(3))
     runs = [run] + [
-        serve(
-            target,
-            OpenLoop(requests),
-            policy,
-            lambda r: NgramDrafter(),
-            4,
-            clock=ModelledClock(COST),
-        )
-        for policy in (Off(), FixedK(1), FixedK(3), FixedK(5))
+        modelled(target, requests, policy) for policy in (Off(), FixedK(1), FixedK(3), FixedK(5))
     ]
     fit = fit_step_costs([s for r in runs for s in r.steps], min_steps=1)
     for k, points in zip(fit.ks, fit.points, strict=True):  # timed by the model's own clock:

@@ -26,14 +26,10 @@ from specdec_lib.text.language import WORKLOADS, workload_prompts
 from specdec_lib.text.tokenizer import Tokenizer
 
 
-class OpenLoop:
-    """Requests that arrive at their own ``arrival`` times, whatever the server does."""
+class _Due:
+    """Requests handed over once their arrival time has come, in arrival order."""
 
-    def __init__(self, requests: Sequence[Request]) -> None:
-        if not requests:
-            raise ValueError("requests must hold at least 1 request, got an empty stream")
-        self._due = deque(sorted(requests, key=lambda r: (r.arrival, r.id)))
-        self.requests = list(self._due)
+    _due: deque[Request]
 
     def arrivals(self, now: float) -> list[Request]:
         out = []
@@ -44,11 +40,21 @@ class OpenLoop:
     def next_arrival(self) -> float | None:
         return self._due[0].arrival if self._due else None
 
+
+class OpenLoop(_Due):
+    """Requests that arrive at their own ``arrival`` times, whatever the server does."""
+
+    def __init__(self, requests: Sequence[Request]) -> None:
+        if not requests:
+            raise ValueError("requests must hold at least 1 request, got an empty stream")
+        self._due = deque(sorted(requests, key=lambda r: (r.arrival, r.id)))
+        self.requests = list(self._due)
+
     def finished(self, served: Served, now: float) -> None:
         """An open loop does not wait for answers."""
 
 
-class ClosedLoop:
+class ClosedLoop(_Due):
     """``users`` clients, each sending its next request ``think`` seconds after its last one
     is done; the requests are sent in order, the first ``users`` of them at time 0."""
 
@@ -59,7 +65,7 @@ class ClosedLoop:
         self.think = check_real("think", think, "a number >= 0", lambda v: v >= 0)
         self.requests = list(requests)
         self._queue = deque(self.requests)
-        self._due: deque[Request] = deque()
+        self._due = deque()
         for _ in range(min(users, len(self._queue))):
             self._send(0.0)
 
@@ -67,15 +73,6 @@ class ClosedLoop:
         if self._queue:
             r = self._queue.popleft()
             self._due.append(Request(r.id, r.prompt, r.params, at, r.workload))
-
-    def arrivals(self, now: float) -> list[Request]:
-        out = []
-        while self._due and self._due[0].arrival <= now:
-            out.append(self._due.popleft())
-        return out
-
-    def next_arrival(self) -> float | None:
-        return self._due[0].arrival if self._due else None
 
     def finished(self, served: Served, now: float) -> None:
         self._send(now + self.think)
