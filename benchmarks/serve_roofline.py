@@ -3,12 +3,13 @@
 The same continuously batched server as ``benchmarks/serve_sweep.py``, on the same kind
 of traffic (TinyGPT's mixed requests: copy, edit, answer and novel; the n-gram drafter,
 greedy, its acceptance exactly as measured there), but every step costs what a roofline
-model of Llama 3 8B on an A100 says it costs
+model of Llama 3 8B on an A100 80 GB says it costs
 (:class:`~specdec_lib.analysis.serving.RooflineStepCost`): the larger of the bytes read
 over bandwidth and the arithmetic over peak throughput. Policies: off, k = 4, k = 4 off
 from batch 8, and goodput planning with the same model. Two contexts a request: 512
 tokens (weights dominate the bytes) and 8192 (each request's cache does, MagicDec's
-regime). Nothing here is timed, so the result is the same on every machine.
+regime), with as many rows as the caches leave room for beside the weights in 80 GB (at
+most 128). Nothing here is timed, so the result is the same on every machine.
 
 Run: ``python benchmarks/serve_roofline.py`` (about 10 minutes); writes
 ``specdec_lib/results/serve_roofline.json`` (``--out`` to write elsewhere).
@@ -62,6 +63,7 @@ def main() -> None:
     rows = []
     for context in CONTEXTS:
         gpu = RooflineStepCost(context=context)
+        capacity = min(args.capacity, gpu.max_batch())  # the caches must fit in memory
         policies = [Off(), FixedK(4), DisableAbove(4, 8), GoodputK(gpu, max_k=6)]
         for rate in tqdm(rates, desc=f"context {context}"):
             for seed in seeds:
@@ -75,7 +77,7 @@ def main() -> None:
                         stream,
                         policy,
                         lambda r: NgramDrafter(),
-                        args.capacity,
+                        capacity,
                         clock=ModelledClock(gpu),
                     )
                     got = {s.request.id: s.output for s in run.served}
@@ -83,7 +85,13 @@ def main() -> None:
                         raise AssertionError(f"{policy.name} changed an output")
                     outputs = got
                     rows.append(
-                        {"context": context, "rate": rate, "seed": seed, "policy": policy.name}
+                        {
+                            "context": context,
+                            "capacity": capacity,
+                            "rate": rate,
+                            "seed": seed,
+                            "policy": policy.name,
+                        }
                         | summarize(run, LATENCY_TARGET)
                     )
     result = {

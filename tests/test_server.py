@@ -9,7 +9,13 @@ import torch
 from specdec_lib import DraftModelDrafter, NgramDrafter, SamplingParams, generate
 from specdec_lib.analysis.goodput import GoodputK, goodput_ks, row_acceptance
 from specdec_lib.analysis.hypothesis import chi_square, z_score
-from specdec_lib.analysis.serving import RooflineStepCost, StepCostFit, fit_step_costs, summarize
+from specdec_lib.analysis.serving import (
+    RooflineStepCost,
+    StepCostFit,
+    fit_step_costs,
+    stream_ratio,
+    summarize,
+)
 from specdec_lib.engine import generate as generate_module
 from specdec_lib.engine.generate import Row
 from specdec_lib.engine.policies import DisableAbove, FixedK, Off
@@ -359,3 +365,15 @@ def test_the_roofline_model_is_memory_bound_alone_and_compute_bound_in_a_crowd()
     assert crowd > gpu.predict(64, 0)  # at batch 64 they cost
     long = RooflineStepCost(context=8192)
     assert long.predict(64, 4) == long.predict(64, 0)  # reading the caches hides them again
+
+
+def test_stream_ratio_is_a_geometric_mean_with_a_t_interval_over_streams():
+    base = [(200.0, 10), (300.0, 10), (250.0, 10)]  # mean latencies 20, 30, 25
+    other = [(100.0, 10), (100.0, 10), (100.0, 10)]  # 10 each: ratios 2, 3, 2.5
+    r = stream_ratio(base, other)
+    assert r["ratio"] == pytest.approx((2 * 3 * 2.5) ** (1 / 3))
+    assert r["low"] < 2 < 3 < r["high"] and r["streams"] == 3  # t with 2 df is wide
+    same = stream_ratio(base, base)
+    assert same["ratio"] == same["low"] == same["high"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="streams"):
+        stream_ratio(base, other[:2])

@@ -170,8 +170,8 @@ class RooflineStepCost:
     row's ``context`` cached tokens, and does about 2 x ``params`` operations for each of
     its B (1 + k) positions; a prefill of B prompts W tokens wide does 2 x ``params`` per
     token. The defaults are Llama 3 8B (32 layers, 8 key/value heads of 128: 128 KiB of
-    cache a token; Meta's model card) in 16-bit numbers on an A100 (2.0 TB/s, 312 TFLOP/s
-    at 16 bits; NVIDIA's datasheet), at peak: real kernels reach less of both, which moves
+    cache a token; Meta's model card) in 16-bit numbers on an A100 80 GB (2.0 TB/s, 312
+    TFLOP/s at 16 bits; NVIDIA's datasheet), at peak: real kernels reach less of both, which moves
     the crossing but not the shape.
     """
 
@@ -181,6 +181,11 @@ class RooflineStepCost:
     bandwidth: float = 2.0e12
     flops: float = 312e12
     context: int = 512
+    memory: float = 80e9
+
+    def max_batch(self) -> int:
+        """The most requests whose caches fit beside the weights in ``memory``."""
+        return int((self.memory - self.weight_bytes) // (self.context * self.kv_bytes_per_token))
 
     def predict(self, batch: int, k: int) -> float:
         memory = self.weight_bytes + batch * self.context * self.kv_bytes_per_token
@@ -195,20 +200,27 @@ class RooflineStepCost:
 
 
 def stream_ratio(
-    base: Sequence[tuple[float, int]], other: Sequence[tuple[float, int]], draws: int = 4000
+    base: Sequence[tuple[float, int]], other: Sequence[tuple[float, int]]
 ) -> dict[str, float]:
-    """Mean latency of ``base`` over ``other`` pooled over streams, each stream given as
-    (summed latency, requests), the same streams in both, with a 95% bootstrap interval that
-    resamples whole streams: a stream's schedule moves with every step's timing, so its
-    requests are not independent, and streams carry both the prompts' and the timing's
-    spread. Above 1: ``other`` is faster."""
-    if len(base) != len(other) or not base:
+    """How many times faster ``other`` served than ``base``, over independent streams, each
+    given as (summed latency, requests), the same streams in both: the geometric mean of
+    the streams' ratios of mean latency, with a 95% t-interval (n - 1 degrees of freedom)
+    on their logarithms. A stream's requests share one schedule and are not independent,
+    so the streams are the units; with as few as four of them a bootstrap over streams
+    gives intervals too narrow, and the t-interval's wider ones are the honest price.
+    Above 1: ``other`` is faster."""
+    from scipy.stats import t
+
+    if len(base) != len(other) or len(base) < 2:
         raise ValueError(
-            f"base and other must hold the same streams, got {len(base)}, {len(other)}"
+            f"base and other must hold the same 2 or more streams, got {len(base)}, {len(other)}"
         )
-    sums = np.array([[b[0], o[0]] for b, o in zip(base, other, strict=True)], dtype=np.float64)
-    idx = np.random.default_rng(0).integers(0, len(sums), size=(draws, len(sums)))
-    boot = sums[idx, 0].sum(1) / sums[idx, 1].sum(1)
-    low, high = np.percentile(boot, [2.5, 97.5])
-    ratio = sums[:, 0].sum() / sums[:, 1].sum()
-    return {"ratio": float(ratio), "low": float(low), "high": float(high), "streams": len(sums)}
+    logs = np.log([(b[0] / b[1]) / (o[0] / o[1]) for b, o in zip(base, other, strict=True)])
+    mean, n = float(logs.mean()), len(logs)
+    half = float(t.ppf(0.975, n - 1) * logs.std(ddof=1) / np.sqrt(n))
+    return {
+        "ratio": float(np.exp(mean)),
+        "low": float(np.exp(mean - half)),
+        "high": float(np.exp(mean + half)),
+        "streams": n,
+    }

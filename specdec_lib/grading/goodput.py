@@ -3,7 +3,7 @@ server's batch, from the rows' own acceptances and a model of what a round costs
 
 A case is a batch of 1 to 48 rows (acceptances from 0 to 0.995: spread evenly, clustered,
 or a mix of zeros, near-certain rows and others), a cost model (flat in k, steep in k,
-compute-bound at a large batch, or the roofline of a 7B model on an A100), ``max_k`` from
+compute-bound at a large batch, or the roofline of an 8B model on an A100), ``max_k`` from
 1 to 8, and no drafting time or one that costs some rows their drafts. Each known slip
 (:data:`~.goodput_slips.GOODPUT_SLIPS`) parts from the truth on several cases at every
 seed. A case whose best width wins by less than a millionth of its rate, or whose row is
