@@ -321,7 +321,9 @@ class TinyGPT(nn.Module):
             kvs, mask = [None] * self.config.n_layer, None  # plain causal attention
         else:
             slots = cache._advance(T)  # (B, T)
-            kvs = [(k[:B], v[:B]) for k, v in zip(cache.k, cache.v, strict=True)]  # rows in use
+            kvs = list(zip(cache.k, cache.v, strict=True))
+            if B < cache.capacity:  # a server's cache: only the rows in use, as views
+                kvs = [(k[:B], v[:B]) for k, v in kvs]
             if layout is None:
                 # Query at position p sees keys 0..p of its own sequence, nothing stale.
                 L = max(cache.lengths)
