@@ -29,6 +29,20 @@ def test_kv_cache_holds_a_key_and_a_value_per_layer_per_token():
     assert kv_cache_bytes_per_token(SMALL) == 2 * 1 * 16 * 4
 
 
+def test_kv_cache_under_grouped_query_attention_holds_only_the_shared_heads():
+    # SmolLM2-135M's shape: 9 query heads share 3 key/value heads of width 64, 30 layers
+    gqa = ModelConfig(block_size=64, n_layer=30, n_head=9, n_kv_head=3, n_embd=576, n_hidden=64)
+    assert kv_cache_bytes_per_token(gqa, 2) == 2 * 30 * 3 * 64 * 2  # 23,040 bytes in bf16
+    full = ModelConfig(block_size=64, n_layer=30, n_head=9, n_embd=576, n_hidden=64)
+    assert kv_cache_bytes_per_token(full, 2) == 3 * kv_cache_bytes_per_token(gqa, 2)
+
+
+@pytest.mark.parametrize("bad", [0, -2, 2.0, True])
+def test_kv_cache_bytes_refuses_a_bad_element_size(bad):
+    with pytest.raises(ValueError, match="bytes_per_value"):
+        kv_cache_bytes_per_token(SMALL, bad)
+
+
 def test_plain_decoding_costs_exactly_one_target_pass_per_token():
     assert cost_per_token(target_passes=10, draft_passes=0, emitted=10, c=0.3) == 1.0
 

@@ -47,8 +47,19 @@ def weight_bytes(model: TinyGPT) -> int:
 
 
 def kv_cache_bytes_per_token(config: ModelConfig, bytes_per_value: int = 4) -> int:
-    """Bytes of KV cache one token occupies: a key and a value per layer, ``n_embd`` wide."""
-    return 2 * config.n_layer * config.n_embd * bytes_per_value
+    """Bytes of KV cache one token occupies: a key and a value per layer, each one head wide
+    (``n_embd / n_head``) for each key/value head (``config.kv_heads``).
+
+    Without grouped-query attention there are ``n_head`` key/value heads and a key is
+    ``n_embd`` wide; with it (``n_kv_head`` < ``n_head``, as in SmolLM2 and Llama 3) the cache
+    holds only the shared heads, ``n_head / n_kv_head`` times fewer bytes.
+    """
+    if isinstance(bytes_per_value, bool) or not isinstance(bytes_per_value, int):
+        raise ValueError(f"bytes_per_value must be a positive integer, got {bytes_per_value!r}")
+    if bytes_per_value < 1:
+        raise ValueError(f"bytes_per_value must be >= 1, got {bytes_per_value}")
+    head_dim = config.n_embd // config.n_head
+    return 2 * config.n_layer * config.kv_heads * head_dim * bytes_per_value
 
 
 def cost_per_token(

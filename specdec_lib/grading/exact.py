@@ -184,13 +184,20 @@ check_accept_greedy = ExactCheck(
 
 
 def _models(seed: int) -> list[tuple[TinyGPT, int]]:
-    """The course's two models (untrained: the same shapes), two other shapes, four contexts."""
+    """The course's two models (untrained: the same shapes), two other shapes, one of them with
+    grouped-query attention (6 query heads sharing 2 key/value heads, as SmolLM2 shares 3
+    among 9), four contexts."""
     rng = random.Random(f"bytes/{seed}")
     models = [load_model("target", trained=False), load_model("draft", trained=False)]
-    for layers, width in ((2, 32), (3, 48)):
-        models.append(
-            TinyGPT(ModelConfig(vocab_size=rng.randint(50, 300), n_layer=layers, n_embd=width))
+    for layers, width, heads, kv_heads in ((2, 32, 4, None), (3, 48, 6, 2)):
+        config = ModelConfig(
+            vocab_size=rng.randint(50, 300),
+            n_layer=layers,
+            n_embd=width,
+            n_head=heads,
+            n_kv_head=kv_heads,
         )
+        models.append(TinyGPT(config))
     return [(m, n) for m in models for n in (0, 1, 100, 256)]
 
 
@@ -198,9 +205,13 @@ check_decode_step_bytes = ExactCheck(
     "check_decode_step_bytes",
     _models,
     lambda fn, c: as_int(call_student(fn, "decode_step_bytes", *c), "the byte count"),
-    lambda c: f"{c[0].config.n_layer} layers, n_embd = {c[0].config.n_embd}, context_len = {c[1]}",
+    lambda c: (
+        f"{c[0].config.n_layer} layers, n_embd = {c[0].config.n_embd}, "
+        f"{c[0].config.n_head} heads ({c[0].config.kv_heads} key/value), context_len = {c[1]}"
+    ),
     """Check ``decode_step_bytes(model, context_len) -> int`` against ``weight_bytes`` plus
-    ``kv_cache_bytes_per_token`` times the context: four model shapes, four contexts.""",
+    ``kv_cache_bytes_per_token`` times the context: four model shapes (one with grouped-query
+    attention), four contexts.""",
     forbidden(weight_bytes, kv_cache_bytes_per_token),
 )
 

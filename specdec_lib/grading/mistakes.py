@@ -279,6 +279,11 @@ MISTAKES: dict[str, dict[str, Mistake]] = {
             lambda m, n: weight_bytes(m) + kv_cache_bytes_per_token(m.config) // 2 * n,
             D.KEYS_ONLY,
         ),
+        (
+            "every query head cached",
+            lambda m, n: weight_bytes(m) + 2 * m.config.n_layer * m.config.n_embd * 4 * n,
+            D.IGNORES_GQA,
+        ),
     ),
     "check_break_even_c": _table(
         ("inverted", lambda s: s.draft_passes / (s.emitted - s.target_passes), D.INVERTED_RATIO),
