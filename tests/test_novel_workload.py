@@ -203,3 +203,28 @@ def test_rule_hits_compare_an_edit_position_by_position_and_an_answer_by_sentenc
     novel = workload_examples("novel", 1, seed=77)[0]
     with pytest.raises(ValueError, match="example must be a Quote:, Edit: or Answer: prompt"):
         rule_hits(novel, ref, tok)
+
+
+def test_answer_sentence_kinds_tell_a_quote_with_a_word_dropped_from_a_new_sentence():
+    from specdec_lib import Tokenizer, workload_examples
+    from specdec_lib.analysis.novelty import answer_sentence_kinds
+    from specdec_lib.text.language import sentences
+
+    tok = Tokenizer()
+    answer = workload_examples("answer", 1, seed=77)[0]
+    passage = sentences(answer.prompt.split("\n")[0].split(": ", 1)[1])
+    reference = sentences(answer.reference)
+    # the generator's answer: each passage sentence quoted, then one new sentence
+    kinds = [k for k, _ in answer_sentence_kinds(answer, tok.encode(answer.reference), tok)]
+    assert kinds[0::2] == ["quote"] * len(kinds[0::2]) and "new" in kinds[1::2]
+    words = passage[0].split()
+    dropped = " ".join(words[:1] + words[2:])  # the sentence without its second word
+    written = tok.encode(" " + dropped + " " + reference[1])
+    assert [k for k, _ in answer_sentence_kinds(answer, written, tok)][0] == "near-quote"
+    cut = tok.encode(" " + passage[0][:-1])  # no closing mark: not a whole sentence
+    assert answer_sentence_kinds(answer, cut, tok) == []
+    with pytest.raises(ValueError, match="near must lie in"):
+        answer_sentence_kinds(answer, written, tok, near=0)
+    novel = workload_examples("novel", 1, seed=77)[0]
+    with pytest.raises(ValueError, match="example must be an Answer: prompt"):
+        answer_sentence_kinds(novel, written, tok)

@@ -137,6 +137,47 @@ def rule_hits(example: Example, output: Sequence[int], tok: Tokenizer) -> tuple[
     return sum(a == b for a, b in zip(output, ref, strict=False)), len(ref)
 
 
+def _content_stems(text: str) -> set[tuple[str, str]]:
+    """The content words of ``text`` (noun, verb, adjective or name), each as (kind, stem)."""
+    words = _lexicon_words()
+    stems = set()
+    for raw in text.split():
+        bare = raw.strip(".,;:!?")
+        w = words.get(bare) or words.get(bare.lower())
+        if w is not None:
+            stems.add(w)
+    return stems
+
+
+def answer_sentence_kinds(
+    example: Example, output: Sequence[int], tok: Tokenizer, near: float = 0.6
+) -> list[tuple[str, str]]:
+    """Each whole sentence of an ``Answer:`` continuation, as (kind, sentence).
+
+    ``"quote"``: a passage sentence, exactly. ``"near-quote"``: not one, but it holds at
+    least a share ``near`` of the content words (any form) of some passage sentence, as a
+    quote with a word dropped or changed does. ``"new"``: anything else. A sentence the
+    continuation cut off (no closing mark) is not counted. Exact matching alone
+    (:func:`rule_hits`) calls a quote with its adjective dropped new.
+    """
+    if not 0 < near <= 1:
+        raise ValueError(f"near must lie in (0, 1], got {near!r}")
+    if example.prompt.rsplit("\n", 1)[-1] != "Answer:":
+        raise ValueError("example must be an Answer: prompt")
+    passage = sentences(example.prompt.split("\n")[0].split(": ", 1)[1])
+    quoted = [_content_stems(s) for s in passage]
+    kinds = []
+    for s in sentences(tok.decode(list(output))):
+        if s in passage:
+            kind = "quote"
+        else:
+            mine = _content_stems(s)
+            close = any(q and len(q & mine) >= near * len(q) for q in quoted)
+            kind = "near-quote" if close else "new"
+        kinds.append((kind, s))
+    return kinds
+
+
 def span_lengths(flags: Sequence[bool]) -> list[int]:
     """Lengths of the runs of ``True`` in ``flags`` (:func:`continued_tokens`' spans)."""
     runs, current = [], 0
