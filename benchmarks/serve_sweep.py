@@ -10,17 +10,21 @@ n-gram drafter, greedy, one thread, the measured clock (each step costs what it 
 * ``rows``: one per (mix, λ, stream seed, policy): latency percentiles, throughput,
   goodput; the policies run back to back on the same stream, and every request's output is
   checked equal across policies (greedy: speculation never changes the text);
-* ``ratios``: per (mix, λ, policy), plain's mean latency over the policy's, pooled over the
-  streams, with a 95% bootstrap interval resampling whole streams (each stream's requests
-  paired across policies): a stream's schedule moves with every step's timing, so requests
-  of one stream are not independent, and the streams carry both prompt and timing spread;
+* ``ratios``: per (mix, λ, policy), how many times faster than plain, with a 95% t-interval
+  over the streams (:func:`~specdec_lib.analysis.serving.stream_ratio`; each stream's
+  requests paired across policies): a stream's schedule moves with every step's timing, so
+  requests of one stream are not independent, and the streams carry both prompt and timing
+  spread;
+* ``high_load``: the same at a capacity of 256 rows and 256 requests a stream (mix "all";
+  off, k = 4 and goodput), where the running batch grows past chapter 10's static batches:
+  its ``rows``, ``ratios`` and ``crossings`` (the rate where k = 4 stops paying);
 * ``shift``: a stream whose mix turns from input-grounded to fresh text halfway, each
   request's arrival and latency, per policy;
 * ``simulator``: the same server on the modelled clock against the measured one, on a mix
   and seeds the fit never saw; ``modelled_rows``: the sweep's cells on the modelled clock. The
   same server on a GPU-shaped clock is ``benchmarks/serve_roofline.py``.
 
-Run: ``python benchmarks/serve_sweep.py`` (about 6 minutes on one quiet core); writes
+Run: ``python benchmarks/serve_sweep.py`` (about 20 minutes on one quiet core); writes
 ``specdec_lib/results/serve_sweep.json`` (``--out`` to write elsewhere).
 """
 
@@ -31,7 +35,6 @@ import dataclasses
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -40,7 +43,7 @@ from specdec_lib.analysis.crossover import log_crossing
 from specdec_lib.analysis.goodput import GoodputK
 from specdec_lib.analysis.provenance import busy_report, run_stamp
 from specdec_lib.analysis.results import RESULTS_DIR, save_result
-from specdec_lib.analysis.serving import fit_step_costs, summarize
+from specdec_lib.analysis.serving import fit_step_costs, stream_ratio, summarize
 from specdec_lib.engine.policies import DisableAbove, FixedK, Off
 from specdec_lib.engine.server import ModelledClock, serve
 from specdec_lib.engine.traffic import poisson_stream
@@ -53,7 +56,8 @@ MIXES = {
     "all": ALL,
 }
 RATES = [10, 25, 50, 100, 200, 400]
-SEEDS = [11, 12, 13, 14]
+SEEDS = [11, 12, 13, 14, 15, 16]
+HIGH = {"capacity": 256, "requests": 256, "rates": [50, 100, 200, 400, 800], "seeds": [11, 12, 13]}
 SIM_SEEDS = [21, 22]
 SHIFT_RATE = 50.0  # requests a second in the traffic-shift stream
 SMALL = {
@@ -62,6 +66,7 @@ SMALL = {
     "seeds": [11, 12],
     "sim_seeds": [21],
     "shift": 40,
+    "high": {"capacity": 48, "requests": 48, "rates": [100, 400], "seeds": [11, 12]},
 }
 
 
@@ -69,24 +74,6 @@ def timed_serve(target, stream, policy, capacity, clock=None) -> tuple[object, f
     wall, cpu = time.perf_counter(), time.process_time()
     run = serve(target, stream, policy, lambda r: NgramDrafter(), capacity, clock=clock)
     return run, time.perf_counter() - wall, time.process_time() - cpu
-
-
-def stream_ratio(base: list[list[float]], other: list[list[float]], draws: int = 4000) -> dict:
-    """Mean latency of ``base`` over ``other``, pooled over streams (one list of request
-    latencies per stream, the same requests in both), with a 95% bootstrap interval that
-    resamples whole streams."""
-    rng = np.random.default_rng(0)
-    n = len(base)
-    sums = np.array([[sum(a), sum(b), len(a)] for a, b in zip(base, other, strict=True)])
-    idx = rng.integers(0, n, size=(draws, n))
-    boot = sums[idx, 0].sum(1) / sums[idx, 1].sum(1)
-    low, high = np.percentile(boot, [2.5, 97.5])
-    return {
-        "ratio": float(sums[:, 0].sum() / sums[:, 1].sum()),
-        "low": float(low),
-        "high": float(high),
-        "streams": n,
-    }
 
 
 def main() -> None:
@@ -101,20 +88,20 @@ def main() -> None:
     args = p.parse_args()
     if args.small and args.out is None:
         p.error("--small needs --out: a check must not overwrite the committed results")
-    rates, seeds, sim_seeds = RATES, SEEDS, SIM_SEEDS
+    rates, seeds, sim_seeds, high = RATES, SEEDS, SIM_SEEDS, HIGH
     if args.small:
         args.requests, args.shift = SMALL["requests"], SMALL["shift"]
-        rates, seeds, sim_seeds = SMALL["rates"], SMALL["seeds"], SMALL["sim_seeds"]
+        rates, seeds, sim_seeds, high = (SMALL[k] for k in ("rates", "seeds", "sim_seeds", "high"))
     torch.set_num_threads(1)
     stamp, start = run_stamp(), time.perf_counter()
     target = load_model("target")
     params = SamplingParams(max_tokens=args.tokens)
     walls, cpus = [], []
 
-    def run(stream, policy, clock=None):
+    def run(stream, policy, clock=None, capacity=args.capacity):
         if isinstance(policy, GoodputK):  # its memory of the traffic belongs to one server
             policy = dataclasses.replace(policy)
-        out, wall, cpu = timed_serve(target, stream, policy, args.capacity, clock)
+        out, wall, cpu = timed_serve(target, stream, policy, capacity, clock)
         walls.append(wall)
         cpus.append(cpu)
         return out
@@ -124,31 +111,64 @@ def main() -> None:
     # every k at each rate before the next rate, so a drift in the machine spreads evenly.
     run(poisson_stream(100, args.requests, 6, ALL, params), FixedK(2))
     steps = []
-    for rate in (25, 100, 400):
+    for rate, n, capacity in (
+        (25, args.requests, args.capacity),
+        (100, args.requests, args.capacity),
+        (400, args.requests, args.capacity),
+        (400, high["requests"], high["capacity"]),  # the batches of the high-load block
+    ):
         for k in (0, 1, 2, 4, 6):
-            stream = poisson_stream(rate, args.requests, 7, ALL, params)
-            steps += run(stream, FixedK(k) if k else Off()).steps
+            stream = poisson_stream(rate, n, 7, ALL, params)
+            steps += run(stream, FixedK(k) if k else Off(), capacity=capacity).steps
     fit = fit_step_costs(steps)
     print("step cost fit:", fit)
     policies = [Off(), FixedK(4), DisableAbove(4, 8), GoodputK(fit, max_k=6)]
 
-    # 2. The sweep: every policy on the same streams, back to back, order rotated.
-    rows, requests = [], {}
+    def sweep(mixes, rates, seeds, policies, n, capacity, label):
+        """Every policy on the same streams, back to back, order rotated; each request's
+        output checked equal across policies (greedy: speculation never changes the text)."""
+        rows, latencies = [], {}
+        cells = [(m, r, s) for m in mixes for r in rates for s in seeds]
+        for i, (mix, rate, seed) in enumerate(tqdm(cells, desc=label)):
+            outputs = None
+            order = policies[i % len(policies) :] + policies[: i % len(policies)]
+            for policy in order:
+                stream = poisson_stream(rate, n, seed, MIXES[mix], params)
+                result = run(stream, policy, capacity=capacity)
+                got = {s.request.id: s.output for s in result.served}
+                if outputs is not None and got != outputs:
+                    raise AssertionError(f"{policy.name} changed an output: {mix}, {rate}, {seed}")
+                outputs = got
+                rows.append(
+                    {"mix": mix, "rate": rate, "seed": seed, "policy": policy.name}
+                    | summarize(result, args.latency_target)
+                )
+                latencies[mix, rate, seed, policy.name] = [s.latency for s in result.served]
+        return rows, latencies
+
+    def compare(mixes, rates, seeds, policies, latencies):
+        """Each policy against plain per (mix, rate), and the rate where it stops paying."""
+        ratios, crossings = [], {}
+        for mix in mixes:
+            for policy in policies[1:]:
+                per_rate = []
+                for rate in rates:
+                    base, mine = (
+                        [(sum(v), len(v)) for v in (latencies[mix, rate, s, name] for s in seeds)]
+                        for name in ("off", policy.name)
+                    )
+                    ratio = stream_ratio(base, mine)
+                    ratios.append(ratio | {"mix": mix, "rate": rate, "policy": policy.name})
+                    per_rate.append(ratio)
+                crossings[f"{mix}/{policy.name}"] = {
+                    key: log_crossing(rates, [r[field] for r in per_rate])
+                    for key, field in (("rate", "ratio"), ("early", "low"), ("late", "high"))
+                }
+        return ratios, crossings
+
+    # 2. The sweep.
+    rows, requests = sweep(MIXES, rates, seeds, policies, args.requests, args.capacity, "sweep")
     cells = [(m, r, s) for m in MIXES for r in rates for s in seeds]
-    for i, (mix, rate, seed) in enumerate(tqdm(cells, desc="sweep")):
-        outputs = None
-        order = policies[i % len(policies) :] + policies[: i % len(policies)]
-        for policy in order:
-            result = run(poisson_stream(rate, args.requests, seed, MIXES[mix], params), policy)
-            got = {s.request.id: s.output for s in result.served}
-            if outputs is not None and got != outputs:
-                raise AssertionError(f"{policy.name} changed an output at {mix}, {rate}, {seed}")
-            outputs = got
-            rows.append(
-                {"mix": mix, "rate": rate, "seed": seed, "policy": policy.name}
-                | summarize(result, args.latency_target)
-            )
-            requests[mix, rate, seed, policy.name] = [s.latency for s in result.served]
 
     # The simulator on the sweep's own streams, every policy (deterministic: no stopwatch).
     modelled_rows = []
@@ -161,21 +181,22 @@ def main() -> None:
                 | summarize(result, args.latency_target)
             )
 
-    # 3. Ratios to plain with intervals over requests of every stream, and crossings.
-    ratios, crossings = [], {}
-    for mix in MIXES:
-        for policy in policies[1:]:
-            per_rate = []
-            for rate in rates:
-                base = [requests[mix, rate, s, "off"] for s in seeds]
-                mine = [requests[mix, rate, s, policy.name] for s in seeds]
-                ratio = stream_ratio(base, mine) | {"mix": mix, "rate": rate, "policy": policy.name}
-                ratios.append(ratio)
-                per_rate.append(ratio)
-            crossings[f"{mix}/{policy.name}"] = {
-                key: log_crossing(rates, [r[field] for r in per_rate])
-                for key, field in (("rate", "ratio"), ("early", "low"), ("late", "high"))
-            }
+    # 3. Ratios to plain with intervals over streams, and crossings; then the high-load
+    # block, where a larger cache lets the running batch grow far past the sweep's.
+    ratios, crossings = compare(MIXES, rates, seeds, policies, requests)
+    high_policies = [policies[0], policies[1], policies[3]]
+    high_rows, high_latencies = sweep(
+        ["all"],
+        high["rates"],
+        high["seeds"],
+        high_policies,
+        high["requests"],
+        high["capacity"],
+        "high load",
+    )
+    high_ratios, high_crossings = compare(
+        ["all"], high["rates"], high["seeds"], high_policies, high_latencies
+    )
 
     # 4. A traffic shift: input-grounded requests, then fresh text from halfway.
     shift_rows = []
@@ -239,6 +260,8 @@ def main() -> None:
         "rows": rows,
         "ratios": ratios,
         "crossings": crossings,
+        "high_load": high
+        | {"mix": "all", "rows": high_rows, "ratios": high_ratios, "crossings": high_crossings},
         "shift": {"rate": SHIFT_RATE, "requests": args.shift, "rows": shift_rows},
         "simulator": {"mix": ALL, "seeds": sim_seeds, "rows": simulator},
         "modelled_rows": modelled_rows,

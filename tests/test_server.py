@@ -336,6 +336,22 @@ def test_goodput_ks_weighs_tokens_against_the_rounds_time():
     assert goodput_ks([0.2, 0.95], flat, 6, draft_seconds=2e-4) == [0, 6]
 
 
+def test_goodput_asks_for_a_margin_before_it_speculates():
+    cost = lines((0, 1), (1e-3, 1.1e-3), (1e-4, 1e-4))  # k = 1 costs 1.09x plain alone
+    assert goodput_ks([0.2], cost, 1) == [1]  # 1.2 tokens for 1.09x the time: +10%
+    assert goodput_ks([0.2], cost, 1, margin=0.05) == [1]
+    assert goodput_ks([0.2], cost, 1, margin=0.15) == [0]  # +10% is inside the margin
+    assert goodput_ks([0.9], cost, 1, margin=0.15) == [1]  # +74% is not
+    rounds = [(1, 1, 1), (1, 0, 1), (1, 0, 1), (1, 0, 1)]  # the row's own acceptance: 0.19
+    assert GoodputK(cost, max_k=1, margin=0.0).choose([_row_with(rounds)], 0) == [1]
+    assert GoodputK(cost, max_k=1, margin=0.15).choose([_row_with(rounds)], 0) == [0]
+    for bad in (-0.1, float("nan")):
+        with pytest.raises(ValueError, match="margin"):
+            goodput_ks([0.5], cost, 1, margin=bad)
+        with pytest.raises(ValueError, match="margin"):
+            GoodputK(cost, margin=bad)
+
+
 def test_asking_for_more_never_costs_less_in_the_profile():
     crossing = StepCostFit((0, 2), (((1, 2e-3), (8, 4e-3)), ((1, 1e-3), (8, 6e-3))), 1e-3, 3e-5)
     assert crossing.predict(1, 2) == pytest.approx(2e-3)  # not 1e-3: k = 0 costs that much
