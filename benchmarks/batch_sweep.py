@@ -33,11 +33,7 @@ stored (``times``); two runs are compared, row by row and verdict by verdict, by
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
-import time
-from pathlib import Path
 
 import torch
 
@@ -50,53 +46,25 @@ from specdec_lib import (
     workload_prompts,
 )
 from specdec_lib.analysis.intervals import paired_rerun_interval, paired_speedup
-from specdec_lib.analysis.provenance import busy_report, run_stamp
 from specdec_lib.analysis.replication import crossover
-from specdec_lib.analysis.results import RESULTS_DIR, save_result
-from specdec_lib.analysis.timing import all_times, interleaved, print_progress
+from specdec_lib.analysis.timing import interleaved
 from specdec_lib.engine.batched import generate_batch, speculative_generate_batch
 
-OUT = RESULTS_DIR / "batch_sweep.json"
-SCENARIOS = {
-    "copy": ("copy", 0.0),
-    "edit": ("edit", 0.0),
-    "answer": ("answer", 0.0),
-    "novel": ("novel", 0.0),
-    "novel T=1": ("novel", 1.0),
-}
+from harness import SCENARIOS, Benchmark, ints
+
 SMALL = {"batch_sizes": [1, 4], "tokens": 16, "repeats": 4, "blocks": 4, "single": 2}
 
 
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x]
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batch-sizes", type=_ints, default=[1, 2, 4, 8, 16, 32, 64, 128, 256])
-    parser.add_argument("--single", type=int, default=12, help="requests decoded at B = 1")
-    parser.add_argument(
-        "--scenarios", type=lambda t: t.split(","), default=list(SCENARIOS), help="a subset"
-    )
-    parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--k", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=8)
-    parser.add_argument("--blocks", type=int, default=0, help="blocks of repeats (0: repeats)")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument("--strict", action="store_true", help="refuse to write if busy")
-    parser.add_argument("--small", action="store_true", help=f"a quick check: {SMALL}")
-    parser.add_argument("--out", type=Path, default=None, help=f"default {OUT}")
-    args = parser.parse_args(argv)
-    if args.small and args.out is None:
-        parser.error("--small needs --out: a check must not overwrite the committed results")
-    if args.small:
-        vars(args).update(SMALL)
-    args.out = args.out or OUT
-    args.blocks = args.blocks or args.repeats  # 0: every repeat its own block
-    if not 2 <= args.blocks <= args.repeats:
-        parser.error(f"--blocks must lie in [2, --repeats={args.repeats}], got {args.blocks}")
-    return args
+def benchmark() -> Benchmark:
+    """The command line: the harness's options and the sweep's own."""
+    options = dict(small=SMALL, threads=True, seed=2026, repeats=8, blocks=True, strict=True)
+    bench = Benchmark("batch_sweep", __doc__, **options)
+    bench.add("--batch-sizes", type=ints, default=[1, 2, 4, 8, 16, 32, 64, 128, 256])
+    bench.add("--single", type=int, default=12, help="requests decoded at B = 1")
+    bench.add("--scenarios", type=lambda t: t.split(","), default=list(SCENARIOS), help="a subset")
+    bench.add("--tokens", type=int, default=64)
+    bench.add("--k", type=int, default=4)
+    return bench
 
 
 def sweep_row(
@@ -129,9 +97,8 @@ def sweep_row(
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    torch.set_num_threads(args.threads)
-    stamp = run_stamp()
+    bench = benchmark()
+    args = bench.parse(argv)
     tok = Tokenizer()
     target = load_model("target")
     biggest = max(*args.batch_sizes, args.single)
@@ -172,7 +139,6 @@ def main(argv: list[str] | None = None) -> None:
             )
         ]
 
-    start = time.perf_counter()
     counts = {}
     for w in prompts:
         for b in args.batch_sizes:
@@ -180,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
             if spec(w, b, stats) != plain(w, b) and settings[w].greedy:  # also the warm-up
                 raise AssertionError(f"batched speculation changed the output ({w}, B={b})")
             counts[w, b] = stats
-    print(f"warm-up and checks done in {time.perf_counter() - start:.0f} s")
+    print(f"warm-up and checks done in {bench.seconds():.0f} s")
 
     jobs = {
         (w, b, m): (lambda w=w, b=b, m=m: (plain if m == "plain" else spec)(w, b))
@@ -193,9 +159,9 @@ def main(argv: list[str] | None = None) -> None:
         args.repeats,
         seed=args.seed,
         warmup=0,  # the output check above was the warm-up
-        progress=print_progress(args.repeats, start),
+        progress=bench.progress(args.repeats),
     )
-    load = busy_report(*all_times(timed), args.threads)
+    load = bench.load(timed)
     rows = []
     for w in prompts:
         for b in args.batch_sizes:
@@ -204,9 +170,8 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(sweep_row(w, b, n, args.tokens, tp, ts, args.blocks, counts[w, b]))
 
     result = {
-        "stamp": stamp,
+        "stamp": bench.stamp,
         "load": load,
-        "command": " ".join(["python benchmarks/batch_sweep.py", *sys.argv[1:]]),
         "interval": (
             "paired bootstrap 95% of plain / speculative median time, resampling blocks of repeats"
         ),
@@ -219,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
         "blocks": args.blocks,
         "seed": args.seed,
         "crossover": {w: crossover([r for r in rows if r["workload"] == w]) for w in prompts},
-        "seconds": round(time.perf_counter() - start, 1),
+        "seconds": bench.seconds(),
         "rows": rows,
         # every timing (workload -> B -> method -> repeats, in the order they ran)
         "times": {
@@ -231,8 +196,8 @@ def main(argv: list[str] | None = None) -> None:
         },
     }
     print_table(result)
-    save_result(args.out, result, args.strict)
-    print(f"all outputs identical; {result['seconds']} s; wrote {args.out}")
+    print("all outputs identical")
+    bench.save(result)
 
 
 def print_table(result: dict) -> None:

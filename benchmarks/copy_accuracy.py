@@ -10,20 +10,15 @@ loss on "novel" prompts in nats per byte. Writes specdec_lib/results/copy_accura
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from specdec_lib import Tokenizer, load_model, workload_examples
-from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.analysis.runs import COPY_SEEDS, copy_accuracy
 
-OUT = RESULTS_DIR / "copy_accuracy.json"
+from harness import Benchmark
 
 
 @torch.inference_mode()
@@ -39,19 +34,16 @@ def novel_nats_per_byte(model, n: int, seed: int) -> float:
     return nats / n_bytes
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--prompts", type=int, default=32)
-    parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
+def main(argv=None) -> None:
+    bench = Benchmark("copy_accuracy", __doc__, small={"prompts": 2, "tokens": 8})
+    bench.add("--prompts", type=int, default=32)
+    bench.add("--tokens", type=int, default=64)
+    args = bench.parse(argv)
     models = {
         "target": load_model("target"),
         "untrained target": load_model("target", trained=False),
         "draft": load_model("draft"),
     }
-    start = time.perf_counter()
     rows = []
     print(f"{'model':17} " + " ".join(f"{s:>7}" for s in COPY_SEEDS) + "    mean  novel nats/byte")
     for name, model in models.items():
@@ -69,15 +61,7 @@ def main() -> None:
             + " ".join(f"{a:7.1%}" for a in per_seed.values())
             + f" {mean:7.1%} {novel:8.3f}"
         )
-    result = {
-        "stamp": run_stamp(),
-        "prompts_per_seed": args.prompts,
-        "tokens": args.tokens,
-        "seconds": round(time.perf_counter() - start, 1),
-        "rows": rows,
-    }
-    save_result(args.out, result)
-    print(f"{result['seconds']} s; wrote {args.out}")
+    bench.save({"prompts_per_seed": args.prompts, "tokens": args.tokens, "rows": rows})
 
 
 if __name__ == "__main__":

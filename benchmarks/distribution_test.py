@@ -39,14 +39,11 @@ lies inside its measured interval. Writes specdec_lib/results/distribution_test.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
-from scipy.stats import beta
 
 from specdec_lib import (
     SamplingParams,
@@ -70,11 +67,11 @@ from specdec_lib.analysis.hypothesis import (
     run_distribution_tests,
 )
 from specdec_lib.analysis.power import chi_square_power, chi_square_power_local, noncentrality
-from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.engine.drafters import one_hot_probs
 
-OUT = RESULTS_DIR / "distribution_test.json"
+from harness import Benchmark
+from harness import binomial_interval as interval
+
 RULES = {"correct": accept_sampled, "biased": accept_sampled_biased}
 CONTEXT = "A drafter proposes, the target decides. Which token comes next? "
 PARAMS = SamplingParams(temperature=0.3)
@@ -82,17 +79,8 @@ T1 = SamplingParams(temperature=1.0)
 T1_SAMPLES = 20_000
 
 
-def interval(k: int, n: int, level: float = 0.95) -> list[float]:
-    """Clopper-Pearson interval of a binomial rate k/n."""
-    a = (1 - level) / 2
-    low = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
-    high = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
-    return [low, high]
-
-
 def setup() -> tuple[torch.Tensor, int, torch.Tensor]:
     """Untrained target's next-token logits after the prompt, the drafted token, its q."""
-    torch.set_num_threads(1)
     target = load_model("target", trained=False).double()  # float64: the same on every CPU
     ids = Tokenizer().encode(CONTEXT)
     with torch.inference_mode():
@@ -142,17 +130,15 @@ def textbook_false_alarms(p: torch.Tensor, n: int, runs: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=10_000)
-    parser.add_argument("--null-runs", type=int, default=10_000)
-    parser.add_argument("--real-seeds", type=int, default=200)
-    parser.add_argument("--real-max-size", type=int, default=300)
-    parser.add_argument("--textbook-runs", type=int, default=200_000)
-    parser.add_argument("--conditional-runs", type=int, default=1_000_000)
-    parser.add_argument("--first-seed", type=int, default=100)
-    parser.add_argument("--sizes", default="100,200,300,500,750,1000,1500")
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
+    small = dict(seeds=50, null_runs=50, real_seeds=2, real_max_size=100, textbook_runs=1000)
+    small |= dict(conditional_runs=1000, sizes="100,200")
+    bench = Benchmark("distribution_test", __doc__, small=small)
+    numbers = {"seeds": 10_000, "null-runs": 10_000, "real-seeds": 200, "real-max-size": 300}
+    numbers |= {"textbook-runs": 200_000, "conditional-runs": 1_000_000, "first-seed": 100}
+    for name, default in numbers.items():
+        bench.add(f"--{name}", type=int, default=default)
+    bench.add("--sizes", default="100,200,300,500,750,1000,1500")
+    args = bench.parse(argv)
     sizes = sorted(int(s) for s in args.sizes.split(","))
     start = time.perf_counter()
 
@@ -277,11 +263,8 @@ def main(argv: list[str] | None = None) -> int:
             if "real_seeds" in r
         ),
     }
-    passed = all(checks.values())
     result = {
         "description": "chi-square test of the first emitted token: false alarms and misses",
-        "command": "OMP_NUM_THREADS=1 python benchmarks/distribution_test.py "
-        + " ".join(argv or sys.argv[1:]),
         "setup": {
             "model": "target, trained=False",
             "context": CONTEXT,
@@ -295,25 +278,21 @@ def main(argv: list[str] | None = None) -> int:
             "null_simulations": NULL_SIMULATIONS,
             "min_null_simulations": MIN_NULL_SIMULATIONS,
             "p_value": "Monte-Carlo, over pooled cells",
-            "interval": "Clopper-Pearson 95%",
+            "interval": "Wilson 95%",
             "real_seeds": [real_seeds[0], real_seeds[-1]],
         },
         "rows": rows,
         "temperature_1": t1,
         "checks": checks,
-        "passed": passed,
         "seconds": round(seconds, 1),
-        "stamp": run_stamp(),
     }
-    save_result(args.out, result)
     print(f"T=1, {T1_SAMPLES} rounds: {null_t1}/{args.null_runs // 5} false alarms")
     print(
         "false-alarm rate given the reused reference sample: "
         + ", ".join(f"{r['samples']}: {r['conditional_false_alarm_rate']:.5f}" for r in rows)
         + f", T=1: {conditional_t1:.5f}"
     )
-    print(f"{'PASS' if passed else 'FAIL'} {checks}; {result['seconds']} s; wrote {args.out}")
-    return 0 if passed else 1
+    return bench.verdict(result)
 
 
 if __name__ == "__main__":

@@ -10,18 +10,18 @@ arithmetic peak of a matrix product, host work free).
 
 It calls only the engine's public API and :func:`specdec_lib.analysis.timing.interleaved`
 and ``time_inside`` (both present, with these signatures, in earlier versions of the
-library too), so the same script measures the engine before and after a change: point
-``PYTHONPATH`` at the other checkout. It prints one JSON object; the speed-up is the total
-over prompts of each prompt's median time, plain / speculative, with a bootstrap 95%
-interval over prompts and repeats. That bootstrap is computed here, the same way as
+library too; the harness, ``benchmarks/harness.py``, also needs ``analysis.provenance`` and
+``analysis.results``, there since 2026-12-01), so the same script measures the engine
+before and after a change: point ``PYTHONPATH`` at the other checkout. It prints the
+result and writes it to ``--out`` (default specdec_lib/results/engine_speed.json); the
+speed-up is the total over prompts of each prompt's median time, plain / speculative, with
+a bootstrap 95% interval over prompts and repeats. That bootstrap is computed here, the same way as
 :func:`specdec_lib.analysis.intervals.paired_speedup` with one block per repeat, because
 older checkouts' ``paired_speedup`` took other arguments.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
 import statistics
 import time
@@ -29,18 +29,12 @@ import time
 import torch
 
 import specdec_lib
-from specdec_lib import (
-    NgramDrafter,
-    SamplingParams,
-    SpeculationStats,
-    Tokenizer,
-    generate,
-    load_model,
-    speculative_generate,
-)
-from specdec_lib.analysis.provenance import run_stamp
+from specdec_lib import NgramDrafter, SamplingParams, SpeculationStats, Tokenizer, load_model
 from specdec_lib.analysis.timing import interleaved, time_inside
+from specdec_lib.engine.generate import generate, speculative_generate
 from specdec_lib.text.language import workload_prompts
+
+from harness import Benchmark
 
 
 def _speedup(base: list[list[float]], spec: list[list[float]], seed: int) -> dict[str, float]:
@@ -84,17 +78,14 @@ def _peak_bound(target, pass_ms: dict[str, float], args, rounds: float) -> dict[
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--prompts", type=int, default=12)
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--k", type=int, default=7)
-    parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument("--out", help="also write the JSON here")
-    args = parser.parse_args()
-    stamp = run_stamp()  # the machine, the library's commit, the load before the run
-    torch.set_num_threads(1)
+def main(argv=None) -> None:
+    small = {"prompts": 2, "repeats": 2, "tokens": 16}
+    bench = Benchmark("engine_speed", __doc__, small=small, seed=2026)
+    bench.add("--prompts", type=int, default=12)
+    bench.add("--repeats", type=int, default=15)
+    bench.add("--tokens", type=int, default=64)
+    bench.add("--k", type=int, default=7)
+    args = bench.parse(argv)  # the stamp: the machine, the commit, the load before the run
     target, tok = load_model("target"), Tokenizer()
     prompts = [tok.encode(p) for p in workload_prompts("copy", args.prompts, args.seed)]
     params = SamplingParams(temperature=0.0, max_tokens=args.tokens)
@@ -149,15 +140,11 @@ def main() -> None:
         # (time in plain decoding's passes over time in speculation's, summed over prompts).
         "pass_ms": {kind: 1e3 * statistics.median(t) for kind, t in passes.items()},
         "passes_only_speedup": sum(inside_plain) / sum(inside_spec),
-        **_speedup(base, fast, args.seed),
     }
+    result.update(_speedup(base, fast, args.seed))
     result["peak_bound"] = _peak_bound(target, result["pass_ms"], args, rounds / len(prompts))
-    result["stamp"] = stamp
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+    print({k: v for k, v in result.items() if k != "library"})
+    bench.save(result)
 
 
 if __name__ == "__main__":

@@ -30,40 +30,35 @@ import argparse
 import dataclasses
 import tempfile
 import time
-from pathlib import Path
 
-import torch
 import transformers
 
 from specdec_lib import Tokenizer, generate, load_model, workload_prompts
-from specdec_lib.analysis.provenance import busy_report, run_stamp
-from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.engine.sampling import SamplingParams
 from specdec_lib.experiments.hf_compare import export_hf, load_hf
 from specdec_lib.experiments.hf_profile import JOBS, profile_jobs, side_by_side_jobs
 
-OUT = RESULTS_DIR / "hf_profile.json"
+from harness import Benchmark
+
 SETTINGS = ("tokens", "k", "plain_repeats", "spec_repeats", "threads", "seed")
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    numbers = {"tokens": 64, "k": 7, "plain-repeats": 20, "spec-repeats": 60, "threads": 1}
-    for name, default in {**numbers, "seed": 1121}.items():
-        p.add_argument(f"--{name}", type=int, default=default)
-    p.add_argument("--strict", action="store_true", help="refuse to write if busy")
-    p.add_argument("--out", type=Path, default=OUT)
-    args = p.parse_args(argv)
+def parse(argv=None) -> tuple[Benchmark, argparse.Namespace]:
+    """The command line, checked: the harness's options and the profile's own."""
+    small = {"tokens": 16, "plain_repeats": 2, "spec_repeats": 2}
+    bench = Benchmark("hf_profile", __doc__, small=small, threads=True, seed=1121, strict=True)
+    for name, default in {"tokens": 64, "k": 7, "plain-repeats": 20, "spec-repeats": 60}.items():
+        bench.add(f"--{name}", type=int, default=default)
+    args = bench.parse(argv)
     for name in ("tokens", "k", "plain_repeats", "spec_repeats", "threads"):
         if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    return args
+            bench.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    return bench, args
 
 
 def main(argv=None) -> None:
-    args = parse_args(argv)
-    torch.set_num_threads(args.threads)
-    stamp, tok = run_stamp(), Tokenizer()
+    bench, args = parse(argv)
+    tok = Tokenizer()
     start, cpu_start = time.perf_counter(), time.process_time()
     target = load_model("target")
     with tempfile.TemporaryDirectory() as folder:
@@ -80,17 +75,14 @@ def main(argv=None) -> None:
         **profile_jobs({n: jobs[n] for n in spec}, repeats=args.spec_repeats, seed=args.seed),
     }
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    load = busy_report([wall], [cpu], args.threads)
+    load = bench.load(wall=[wall], cpu=[cpu])
     result = {
         "what": "chapter 11's profile: one greedy generation of the first copy prompt by each "
         "of four jobs (course and transformers, plain and prompt lookup at k), part by part; "
         "seconds per part are the fastest over the repeats, repeat_seconds every repeat",
-        "command": "python benchmarks/hf_profile.py"
-        + "".join(f" --{n.replace('_', '-')} {getattr(args, n)}" for n in SETTINGS),
         "settings": {n: getattr(args, n) for n in SETTINGS},
         "load_check": "the whole run as one job: its CPU time against its wall time, and the "
         "1-minute load average at its end",
-        "stamp": stamp,
         "transformers": transformers.__version__,
         "load": load,
         "prompt": tok.decode(prompt),
@@ -103,8 +95,8 @@ def main(argv=None) -> None:
             f"{1e3 * p.unprofiled:6.1f} ms, matrix products' share "
             f"{p.share('matrix products'):.0%}"
         )
-    save_result(args.out, result, args.strict)
-    print(f"load {load}; {result['seconds']} s; wrote {args.out}")
+    print(f"load {load}")
+    bench.save(result)
 
 
 if __name__ == "__main__":

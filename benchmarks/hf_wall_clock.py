@@ -33,24 +33,20 @@ machine. The full run takes about two minutes on an idle core.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
-import time
-from pathlib import Path
 
-import torch
 import transformers
 
 from specdec_lib import Tokenizer, load_model, workload_prompts
 from specdec_lib.analysis.intervals import paired_rerun_interval, paired_speedup
-from specdec_lib.analysis.provenance import busy_report, run_stamp
-from specdec_lib.analysis.results import RESULTS_DIR, save_result
-from specdec_lib.analysis.timing import all_times, interleaved, print_progress
+from specdec_lib.analysis.timing import interleaved
 from specdec_lib.experiments.hf_compare import ForwardCounter, export_hf, load_hf
 from specdec_lib.experiments.hf_profile import JOBS, side_by_side_jobs
 
-OUT = RESULTS_DIR / "hf_wall_clock.json"
+from harness import Benchmark
+from harness import interval as _interval
+
 WORKLOADS = ("copy", "novel")
 PAIRS = {  # ratio name: (transformers' job, the course's job)
     "plain": ("transformers plain", "course plain"),
@@ -61,7 +57,7 @@ SMALL = {"prompts": 1, "tokens": 16, "repeats": 4, "blocks": 2}
 
 
 def estimate(e) -> dict[str, float]:
-    return {"value": e.value, "low": e.low, "high": e.high, "level": e.level}
+    return _interval(e, digits=None, level=True)
 
 
 def checked_passes(jobs) -> dict[str, int]:
@@ -91,32 +87,27 @@ def ratios(times: dict[str, list[list[float]]], rows: list[int], blocks: int) ->
     return out
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    numbers = {"prompts": 6, "tokens": 64, "k": 7, "repeats": 20, "blocks": 5, "threads": 1}
-    for name, default in {**numbers, "seed": 1121}.items():
-        p.add_argument(f"--{name}", type=int, default=default)
-    p.add_argument("--strict", action="store_true", help="refuse to write if busy")
-    p.add_argument("--small", action="store_true", help=f"a quick check: {SMALL}")
-    p.add_argument("--out", type=Path, default=None)
-    args = p.parse_args(argv)
-    if args.small:
-        if args.out is None or args.out.resolve() == OUT.resolve():
-            p.error(f"--small needs an --out other than {OUT}: a check is not a result")
-        vars(args).update(SMALL)
-    args.out = args.out or OUT
+def benchmark() -> Benchmark:
+    """The command line: the harness's options and the comparison's own."""
+    options = dict(small=SMALL, threads=True, seed=1121, repeats=20, strict=True)
+    bench = Benchmark("hf_wall_clock", __doc__, **options)
+    for name, default in {"prompts": 6, "tokens": 64, "k": 7, "blocks": 5}.items():
+        bench.add(f"--{name}", type=int, default=default)
+    return bench
+
+
+def parse(bench: Benchmark, argv=None):
+    """The options, checked."""
+    args = bench.parse(argv)
     for name in ("prompts", "tokens", "k", "repeats", "threads"):
         if getattr(args, name) < 1:
-            p.error(f"--{name} must be >= 1, got {getattr(args, name)}")
-    if not 2 <= args.blocks <= args.repeats:
-        p.error(f"--blocks must lie in [2, --repeats={args.repeats}], got {args.blocks}")
+            bench.error(f"--{name} must be >= 1, got {getattr(args, name)}")
     return args
 
 
 def main(argv=None) -> None:
-    args = parse_args(argv)
-    torch.set_num_threads(args.threads)
-    stamp, tok, start = run_stamp(), Tokenizer(), time.perf_counter()
+    bench = benchmark()
+    args, tok = parse(bench, argv), Tokenizer()
     target = load_model("target")
     with tempfile.TemporaryDirectory() as folder:
         hf = load_hf(export_hf(target, folder))
@@ -131,9 +122,9 @@ def main(argv=None) -> None:
         for name, count in checked_passes(side).items():
             passes[w][name] += count
         jobs.update({(name, row): job.run for name, job in side.items()})
-    print(f"outputs and passes checked ({time.perf_counter() - start:.0f} s)", flush=True)
-    timed = interleaved(jobs, args.repeats, args.seed, progress=print_progress(args.repeats, start))
-    load = busy_report(*all_times(timed), args.threads)
+    print(f"outputs and passes checked ({bench.seconds():.0f} s)", flush=True)
+    timed = interleaved(jobs, args.repeats, args.seed, progress=bench.progress(args.repeats))
+    load = bench.load(timed)
     rows = range(len(order))
     times = {name: [timed[name, r].wall for r in rows] for name in JOBS}
     cpu_times = {name: [timed[name, r].cpu for r in rows] for name in JOBS}
@@ -142,11 +133,8 @@ def main(argv=None) -> None:
         "what": "course's engine against transformers, same weights: transformers' time / the "
         "course's (>1: the course ran faster), plain vs plain and course speculation with "
         "transformers' n-gram rule vs transformers' prompt lookup, same k",
-        "command": "python benchmarks/hf_wall_clock.py"
-        + "".join(f" --{n} {getattr(args, n)}" for n in SETTINGS),
         "settings": {n: getattr(args, n) for n in SETTINGS} | {"small": args.small},
         "interval": "paired bootstrap 95%, prompts and blocks of repeats resampled together",
-        "stamp": stamp,
         "transformers": transformers.__version__,
         "load": load,
         "prompts": {w: [tok.decode(p) for p in prompts[w]] for w in WORKLOADS},
@@ -163,7 +151,6 @@ def main(argv=None) -> None:
         | {"both": ratios(times, list(rows), args.blocks)},
         "times": times,
         "cpu_times": cpu_times,
-        "seconds": round(time.perf_counter() - start, 1),
     }
     for w, pair in result["ratios"].items():
         for key, e in pair.items():
@@ -171,8 +158,8 @@ def main(argv=None) -> None:
                 f"{w:5} {key:11}: the course {e['value']:.2f}x as fast "
                 f"[{e['low']:.2f}, {e['high']:.2f}]"
             )
-    save_result(args.out, result, args.strict)
-    print(f"outputs identical, passes equal in each pair; {result['seconds']} s; wrote {args.out}")
+    print("outputs identical, passes equal in each pair")
+    bench.save(result)
 
 
 if __name__ == "__main__":

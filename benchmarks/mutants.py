@@ -23,18 +23,14 @@ Every rate carries a Wilson 95% interval. Writes specdec_lib/results/mutants.jso
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from specdec_lib.analysis.hypothesis import ALPHA, distribution_test
+from specdec_lib.analysis.hypothesis import ALPHA
 from specdec_lib.analysis.power import chi_square_power
-from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.experiments.mutant_battery import (
     E2E_K,
     GREEDY_K,
@@ -54,25 +50,10 @@ from specdec_lib.experiments.mutant_battery import (
     rounds_for_power,
     tie_test,
     total_variation,
-    wilson,
 )
 from specdec_lib.experiments.mutants import CORRECT, MUTANTS, Mutant
 
-OUT = RESULTS_DIR / "mutants.json"
-
-
-def rate(caught: list[bool]) -> dict:
-    k, n = int(sum(caught)), len(caught)
-    return {"caught": k, "runs": n, "rate": k / n, "interval": list(wilson(k, n))}
-
-
-def sampled_first_token(dist: torch.Tensor, p: torch.Tensor, n: int, runs: int) -> list[bool]:
-    rng = np.random.default_rng([17, n])
-    probs = (dist / dist.sum()).numpy()
-    return [
-        not distribution_test(torch.from_numpy(rng.multinomial(n, probs)), p).passed
-        for _ in range(runs)
-    ]
+from harness import Benchmark, failed_draws, rate
 
 
 def sampled_rounds(law: RoundLaw, setup: Setup, n: int, runs: int) -> list[bool]:
@@ -120,19 +101,14 @@ def power_rounds(m: Mutant, setup: Setup, dist: torch.Tensor, law: RoundLaw) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--exact-runs", type=int, default=500)
-    parser.add_argument("--exact-round-runs", type=int, default=100)
-    parser.add_argument("--real-seeds", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=1500)
-    parser.add_argument("--seed-requests", type=int, default=500)
-    parser.add_argument("--seed-runs", type=int, default=10)
-    parser.add_argument("--e2e-runs", type=int, default=150)
-    parser.add_argument("--e2e-seeds", type=int, default=4)
-    parser.add_argument("--greedy-seed", type=int, default=100)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
+    small = dict(exact_runs=4, exact_round_runs=4, real_seeds=1, rounds=200, seed_requests=20)
+    small |= dict(seed_runs=2, e2e_seeds=1)  # fewer e2e runs leave no cells to pool
+    bench = Benchmark("mutants", __doc__, small=small)
+    numbers = {"exact-runs": 500, "exact-round-runs": 100, "real-seeds": 5, "rounds": 1500}
+    numbers |= {"seed-requests": 500, "seed-runs": 10, "e2e-runs": 150, "e2e-seeds": 4}
+    for name, default in (numbers | {"greedy-seed": 100}).items():
+        bench.add(f"--{name}", type=int, default=default)
+    args = bench.parse(argv)
     setup = Setup()
     n = args.rounds
     rows = []
@@ -159,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             },
             "tests": {
                 "greedy_identity": rate(greedy),
-                "first_token": rate(sampled_first_token(dist, setup.p, n, args.exact_runs)),
+                "first_token": rate(failed_draws(dist, setup.p, n, args.exact_runs, 17)),
                 "first_token_real": rate([first_token_test(m, setup, n, s) for s in real]),
                 "all_position": rate(sampled_rounds(law, setup, n, args.exact_round_runs)),
                 "all_position_real": rate([all_position_test(m, setup, n, s) for s in real]),
@@ -199,8 +175,6 @@ def main(argv: list[str] | None = None) -> int:
     }
     result = {
         "description": "one-change mutants of the engine through the course's tests",
-        "command": "OMP_NUM_THREADS=1 python benchmarks/mutants.py "
-        + " ".join(argv or sys.argv[1:]),
         "setup": {
             "sampled_tests": "untrained target and draft model after chapter 7's context",
             "context": setup.context,
@@ -227,14 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         },
         "rows": rows,
         "checks": checks,
-        "passed": all(checks.values()),
-        "seconds": round(time.perf_counter() - start, 1),
-        "stamp": run_stamp(),
     }
-    save_result(args.out, result)
-    verdict = "PASS" if result["passed"] else "FAIL"
-    print(f"{verdict} {checks}; {result['seconds']} s; wrote {args.out}")
-    return 0 if result["passed"] else 1
+    return bench.verdict(result)
 
 
 if __name__ == "__main__":

@@ -27,10 +27,7 @@ Writes specdec_lib/results/novel_workload.json (or ``--out``) and prints a summa
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import time
-from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
@@ -54,12 +51,12 @@ from specdec_lib.analysis.novelty import (
     stays_in_document,
     unique_opening_share,
 )
-from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.analysis.runs import copy_accuracy, per_prompt_speculation
 from specdec_lib.text.language import word_class
 
-OUT = RESULTS_DIR / "novel_workload.json"
+from harness import Benchmark
+from harness import interval as estimate
+
 NOVEL_TOKENS = 128
 COPY_TOKENS = 64
 COPY_PROMPTS = 160
@@ -76,21 +73,13 @@ def tpp(stats: list[SpeculationStats]) -> float:
     return sum(s.emitted for s in stats) / sum(s.target_passes for s in stats)
 
 
-def estimate(e) -> dict:
-    return {"value": round(e.value, 4), "low": round(e.low, 4), "high": round(e.high, 4)}
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=5150)
-    parser.add_argument("--prompts", type=int, default=64)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
+def main(argv=None) -> None:
+    bench = Benchmark("novel_workload", __doc__, small={"prompts": 2}, seed=5150)
+    bench.add("--prompts", type=int, default=64)
+    args = bench.parse(argv)
     tok = Tokenizer()
     target, draft = load_model("target"), load_model("draft")
     drafters = {"ngram": NgramDrafter, "draft": lambda: DraftModelDrafter(draft)}
-    start = time.perf_counter()
     greedy = SamplingParams(max_tokens=NOVEL_TOKENS)
     sampled = SamplingParams(temperature=1.0, max_tokens=NOVEL_TOKENS)
     result: dict = {"seed": args.seed, "prompts": args.prompts}
@@ -220,9 +209,7 @@ def main() -> None:
         },
         "round_openings_by_k": openings,
     }
-    result["seconds"] = round(time.perf_counter() - start, 1)
-    result.update(run_stamp())
-    save_result(args.out, result)
+    result = bench.save(result | bench.stamp)  # the stamp's fields at the top, as ever
 
     n = result["novel"]
     print(
@@ -236,7 +223,6 @@ def main() -> None:
     print(f"draft guesses by class: {dp['guessed_by_class']}")
     for k, o in openings.items():
         print(f"  k={k} position 0 rate {per_k[k]['positions'][0]['value']:.3f}; openings {o}")
-    print(f"{result['seconds']:.0f} s -> {args.out}")
 
 
 if __name__ == "__main__":

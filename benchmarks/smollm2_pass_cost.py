@@ -21,24 +21,20 @@ pass is limited by memory, as chapter 1 says a GPU's is. Cells are timed interle
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-import time
 from dataclasses import asdict
-from pathlib import Path
 
 import torch
 
 from specdec_lib import load_model
 from specdec_lib.analysis.costs import weight_bytes
 from specdec_lib.analysis.machine import peak_rates
-from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.analysis.timing import time_batched_passes, time_passes
 from specdec_lib.engine.smollm2 import load_smollm2
 
-OUT = RESULTS_DIR / "smollm2_pass_cost.json"
+from harness import Benchmark
+
 CONTEXT = 256
 POSITIONS = [1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32]
 BATCHES = [1, 2, 4, 8, 16, 32, 64]
@@ -61,19 +57,12 @@ def measure(model: torch.nn.Module, repeats: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    start = time.perf_counter()
-    stamp = run_stamp()
+    bench = Benchmark("smollm2_pass_cost", __doc__, small={"repeats": 1}, repeats=9)
+    args = bench.parse(argv)
     models = {"smollm2": lambda: load_smollm2(512), "tinygpt": lambda: load_model("target")}
     result: dict = {
         "description": "one cached pass against its new positions and its batch, SmolLM2-135M "
         "and TinyGPT, one thread, after a 256-token context",
-        "command": "OMP_NUM_THREADS=1 python benchmarks/smollm2_pass_cost.py "
-        + " ".join(argv or sys.argv[1:]),
         "context": CONTEXT,
         "verify_positions": VERIFY,
         "repeats": args.repeats,
@@ -83,13 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, load in models.items():
         with torch.inference_mode():
             result["models"][name] = measure(load(), args.repeats)
-        print(f"{name}: {time.perf_counter() - start:.0f} s", flush=True)
+        print(f"{name}: {bench.seconds():.0f} s", flush=True)
     result["peaks_after"] = asdict(peak_rates())
-    result["seconds"] = round(time.perf_counter() - start, 1)
     result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    result["stamp"] = stamp
-    save_result(args.out, result)
-    print(f"{result['seconds']} s; wrote {args.out}")
+    bench.save(result)
     return 0
 
 

@@ -32,12 +32,9 @@ one pass).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
-import time
 from dataclasses import asdict
-from pathlib import Path
 
 import torch
 
@@ -50,15 +47,14 @@ from specdec_lib.analysis.intervals import (
     tokens_per_pass_estimate,
 )
 from specdec_lib.analysis.novelty import continued_tokens
-from specdec_lib.analysis.provenance import busy_report, run_stamp
-from specdec_lib.analysis.results import RESULTS_DIR, save_result
-from specdec_lib.analysis.timing import all_times, interleaved
+from specdec_lib.analysis.timing import interleaved
 from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter
 from specdec_lib.engine.model import early_exit
 from specdec_lib.engine.smollm2 import SmolLM2Tokenizer, load_smollm2
 from specdec_lib.text.stdlib_prompts import SMOLLM2_WORKLOADS, smollm2_prompts
 
-OUT = RESULTS_DIR / "smollm2_workloads.json"
+from harness import Benchmark
+
 WORKLOADS = SMOLLM2_WORKLOADS
 #: (drafter, k): prompt lookup drafts 4; the early exit 2, its later guesses being rarely right
 DRAFTERS = {"ngram": 4, "early_exit": 2}
@@ -126,14 +122,11 @@ def tables(prompts: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--prompts", type=int, default=8)
-    parser.add_argument("--tokens", type=int, default=48)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    start = time.perf_counter()
+    small = {"prompts": 1, "tokens": 8, "repeats": 1}
+    bench = Benchmark("smollm2_workloads", __doc__, small=small, repeats=2)
+    bench.add("--prompts", type=int, default=8)
+    bench.add("--tokens", type=int, default=48)
+    args = bench.parse(argv)
     model, tok = load_smollm2(1024), SmolLM2Tokenizer()
     drafters = {
         "ngram": (NgramDrafter(), DRAFTERS["ngram"]),
@@ -179,26 +172,21 @@ def main(argv: list[str] | None = None) -> int:
                     for m, t in r["seconds"].items()
                     if m != "plain"
                 )
-                + f"; {time.perf_counter() - start:.0f} s",
+                + f"; {bench.seconds():.0f} s",
                 flush=True,
             )
-    wall, cpu = all_times(timed)
     result = {
         "description": "SmolLM2-135M-Instruct, greedy, batch one: what it writes, and what "
         "prompt lookup and an early exit of itself make of it",
-        "command": "OMP_NUM_THREADS=1 python benchmarks/smollm2_workloads.py "
-        + " ".join(argv or sys.argv[1:]),
         "drafters": {name: {"k": k} for name, k in DRAFTERS.items()},
         "early_layers": EARLY_LAYERS,
         "tokens_per_prompt": args.tokens,
         "repeats": args.repeats,
         **tables(rows),
-        "seconds": round(time.perf_counter() - start, 1),
-        "load": busy_report(wall, cpu, threads=1),
-        "stamp": run_stamp(),
+        "load": bench.load(timed),
     }
-    save_result(args.out, result)
-    print(f"{result['seconds']} s; busy: {result['load']['busy']}; wrote {args.out}")
+    print(f"busy: {result['load']['busy']}")
+    bench.save(result)
     return 0
 
 

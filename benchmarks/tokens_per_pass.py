@@ -14,73 +14,48 @@ Writes specdec_lib/results/tokens_per_pass.json and prints a table.
 
 from __future__ import annotations
 
-import argparse
-import time
-from pathlib import Path
-
 from specdec_lib import (
     DraftModelDrafter,
     NgramDrafter,
     SamplingParams,
     Tokenizer,
-    generate,
     load_model,
-    workload_prompts,
 )
-from specdec_lib.analysis.intervals import acceptance_estimate, tokens_per_pass_estimate
-from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import RESULTS_DIR, save_result
+from specdec_lib.analysis.intervals import acceptance_estimate
 from specdec_lib.analysis.runs import per_prompt_speculation, pooled
-from specdec_lib.text.language import WORKLOADS
 
-OUT = RESULTS_DIR / "tokens_per_pass.json"
+from harness import Benchmark, counts_row, greedy_workloads, interval
+
 KS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16)
 
 
-def interval(e) -> dict:
-    return {"value": round(e.value, 4), "low": round(e.low, 4), "high": round(e.high, 4)}
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--prompts", type=int, default=16)
-    parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
+def main(argv=None) -> None:
+    bench = Benchmark("tokens_per_pass", __doc__, small={"prompts": 2, "tokens": 8}, seed=2026)
+    bench.add("--prompts", type=int, default=16)
+    bench.add("--tokens", type=int, default=64)
+    args = bench.parse(argv)
     tok = Tokenizer()
     target, draft = load_model("target"), load_model("draft")
     params = SamplingParams(max_tokens=args.tokens)
     drafters = {"ngram": NgramDrafter, "draft": lambda: DraftModelDrafter(draft)}
     rows = []
-    start = time.perf_counter()
     print(
         f"{'workload':8} {'drafter':6} {'k':>2} {'prompts':>7} {'tokens':>6} {'passes':>6} "
         f"{'tok/pass':>8} {'limit':>5} {'accept':>6} {'draft passes':>12}"
     )
-    for workload in WORKLOADS:
-        prompts = [tok.encode(p) for p in workload_prompts(workload, args.prompts, args.seed)]
-        greedy = [generate(target, ids, params) for ids in prompts]
+    for workload, prompts, greedy in greedy_workloads(target, tok, args.prompts, args.seed, params):
         for name, make in drafters.items():
             for k in KS:
                 each = per_prompt_speculation(
                     target, make, prompts, params, k, check_greedy=True, greedy=greedy
                 )
                 s = pooled(each)
-                row = dict(
-                    workload=workload,
-                    drafter=name,
-                    k=k,
-                    prompts=len(prompts),
-                    emitted=s.emitted,
-                    target_passes=s.target_passes,
+                row = counts_row(each, workload=workload, drafter=name, k=k)
+                row |= dict(
                     proposed=s.proposed,
                     accepted=s.accepted,
-                    tokens_per_pass=s.tokens_per_pass,
-                    tokens_per_pass_interval=interval(tokens_per_pass_estimate(each)),
                     acceptance=s.acceptance_rate,
                     acceptance_interval=interval(acceptance_estimate(each)),
-                    draft_passes=s.draft_passes,
                     position_proposed=s.position_proposed,
                     position_accepted=s.position_accepted,
                     acceptance_per_position=s.acceptance_per_position,
@@ -103,15 +78,8 @@ def main() -> None:
                     f"{s.target_passes:6d} {s.tokens_per_pass:8.2f} {k + 1:5d} "
                     f"{s.acceptance_rate:6.3f} {s.draft_passes:12d}"
                 )
-    result = {
-        "stamp": run_stamp(),
-        "seed": args.seed,
-        "tokens_per_prompt": args.tokens,
-        "seconds": round(time.perf_counter() - start, 1),
-        "rows": rows,
-    }
-    save_result(args.out, result)
-    print(f"all outputs identical to greedy; {result['seconds']} s; wrote {args.out}")
+    print("all outputs identical to greedy")
+    bench.save({"seed": args.seed, "tokens_per_prompt": args.tokens, "rows": rows})
 
 
 if __name__ == "__main__":

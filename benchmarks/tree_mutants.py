@@ -23,20 +23,15 @@ Wilson 95% interval. Writes specdec_lib/results/tree_mutants.json.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
-import torch
 
-from specdec_lib.analysis.hypothesis import ALPHA, distribution_test
+from specdec_lib.analysis.hypothesis import ALPHA
 from specdec_lib.analysis.power import chi_square_power
-from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.engine.sampling import SamplingParams
-from specdec_lib.experiments.mutant_battery import rounds_for_power, total_variation, wilson
+from specdec_lib.experiments.mutant_battery import rounds_for_power, total_variation
 from specdec_lib.experiments.mutants import CORRECT
 from specdec_lib.experiments.tree_mutants import (
     GREEDY_PROMPTS,
@@ -51,24 +46,10 @@ from specdec_lib.experiments.tree_mutants import (
     tree_greedy_identity,
 )
 
-OUT = RESULTS_DIR / "tree_mutants.json"
+from harness import Benchmark, failed_draws, rate
+
 TEMPERATURES = (0.3, 0.5, 0.7, 1.0)
 PLACES = 16
-
-
-def rate(caught: list[bool]) -> dict:
-    k, n = int(sum(caught)), len(caught)
-    return {"caught": k, "runs": n, "rate": k / n, "interval": list(wilson(k, n))}
-
-
-def law_runs(law: torch.Tensor, p: torch.Tensor, n: int, runs: int) -> list[bool]:
-    """Seed-runs of the node test, each ``n`` tokens drawn from ``law``."""
-    rng = np.random.default_rng([23, n])
-    probs = (law / law.sum()).numpy()
-    return [
-        not distribution_test(torch.from_numpy(rng.multinomial(n, probs)), p).passed
-        for _ in range(runs)
-    ]
 
 
 def typical_by_temperature(rounds: int) -> list[dict]:
@@ -99,17 +80,12 @@ def typical_by_temperature(rounds: int) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--node-rounds", type=int, default=6000)
-    parser.add_argument("--law-runs", type=int, default=200)
-    parser.add_argument("--real-seeds", type=int, default=2)
-    parser.add_argument("--e2e-runs", type=int, default=800)
-    parser.add_argument("--e2e-seeds", type=int, default=3)
-    parser.add_argument("--greedy-seed", type=int, default=100)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    start = time.perf_counter()
+    small = dict(node_rounds=300, law_runs=4, real_seeds=1, e2e_runs=20, e2e_seeds=1)
+    bench = Benchmark("tree_mutants", __doc__, small=small)
+    numbers = {"node-rounds": 6000, "law-runs": 200, "real-seeds": 2, "e2e-runs": 800}
+    for name, default in (numbers | {"e2e-seeds": 3, "greedy-seed": 100}).items():
+        bench.add(f"--{name}", type=int, default=default)
+    args = bench.parse(argv)
     place, tiny = NodePlace(), TinyTreeSetup()
     n = args.node_rounds
     rows = []
@@ -135,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             },
             "tests": {
                 "greedy_identity": rate(tree_greedy_identity(m, args.greedy_seed)),
-                "node": rate(law_runs(law, place.p, n, args.law_runs)),
+                "node": rate(failed_draws(law, place.p, n, args.law_runs, 23)),
                 "node_real": rate(
                     [node_test(m, place, n, 1000 + s) for s in range(args.real_seeds)]
                 ),
@@ -168,8 +144,6 @@ def main(argv: list[str] | None = None) -> int:
     }
     result = {
         "description": "one-change mutants of the tree engine through the course's tests",
-        "command": "OMP_NUM_THREADS=1 python benchmarks/tree_mutants.py "
-        + " ".join(argv or sys.argv[1:]),
         "setup": {
             "alpha": ALPHA,
             "greedy": f"trained target; {GREEDY_PROMPTS} prompts of each of {GREEDY_WORKLOADS} "
@@ -191,13 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
         "typical_by_temperature": typical,
         "checks": checks,
-        "passed": all(checks.values()),
-        "seconds": round(time.perf_counter() - start, 1),
-        "stamp": run_stamp(),
     }
-    save_result(args.out, result)
-    print(f"{'PASS' if result['passed'] else 'FAIL'} {checks}; {result['seconds']} s")
-    return 0 if result["passed"] else 1
+    return bench.verdict(result)
 
 
 if __name__ == "__main__":

@@ -21,18 +21,14 @@ Writes specdec_lib/results/tree_timing.json.
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import time
-from pathlib import Path
 
 import torch
 
 from specdec_lib import NgramDrafter, SamplingParams, Tokenizer, generate, load_model
 from specdec_lib.analysis.intervals import paired_speedup
-from specdec_lib.analysis.provenance import busy_report, run_stamp
-from specdec_lib.analysis.results import RESULTS_DIR, load_result, save_result
-from specdec_lib.analysis.timing import all_times, interleaved
+from specdec_lib.analysis.results import load_result
+from specdec_lib.analysis.timing import interleaved
 from specdec_lib.engine.batched import generate_batch, speculative_generate_batch
 from specdec_lib.engine.generate import speculative_generate
 from specdec_lib.engine.heads import HeadsTreeDrafter, load_heads
@@ -43,16 +39,13 @@ from specdec_lib.engine.tree_decode import (
     tree_speculate,
     tree_speculative_generate,
 )
-from specdec_lib.text.language import WORKLOADS, workload_prompts
+from specdec_lib.text.language import workload_prompts
 
-OUT = RESULTS_DIR / "tree_timing.json"
+from harness import Benchmark, greedy_workloads, interval, ints
+
 NODES = (1, 2, 4, 8, 16, 32)
 SEED = 8150  # prompts no other benchmark uses
 SMALL = {"prompts": 2, "tokens": 16, "repeats": 3, "batch_sizes": [1, 4]}
-
-
-def interval(e) -> dict:
-    return {"value": round(e.value, 4), "low": round(e.low, 4), "high": round(e.high, 4)}
 
 
 def wide_tree(n: int) -> list[int]:
@@ -97,25 +90,12 @@ def pass_costs(target, repeats: int) -> dict:
     return {"rows": rows, "times": times}
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--prompts", type=int, default=8)
-    p.add_argument("--tokens", type=int, default=64)
-    p.add_argument("--repeats", type=int, default=6)
-    p.add_argument(
-        "--batch-sizes", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 16, 64]
-    )
-    p.add_argument("--small", action="store_true", help=f"a quick check: {SMALL}")
-    p.add_argument("--out", type=Path, default=None)
-    args = p.parse_args()
-    if args.small and args.out is None:
-        p.error("--small needs --out: a check must not overwrite the committed results")
-    if args.small:
-        vars(args).update(SMALL)
-    args.out = args.out or OUT
-    torch.set_num_threads(1)
-    stamp = run_stamp()
-    start = time.perf_counter()
+def main(argv=None) -> None:
+    bench = Benchmark("tree_timing", __doc__, small=SMALL, repeats=6)
+    bench.add("--prompts", type=int, default=8)
+    bench.add("--tokens", type=int, default=64)
+    bench.add("--batch-sizes", type=ints, default=[1, 4, 16, 64])
+    args = bench.parse(argv)
     tok = Tokenizer()
     target, draft = load_model("target"), load_model("draft")
     heads = load_heads(target)
@@ -153,9 +133,7 @@ def main() -> None:
         ("heads tree 7", "heads chain 4"),
     )
     wall, timed_all = [], {}
-    for workload in WORKLOADS:
-        prompts = [tok.encode(t) for t in workload_prompts(workload, args.prompts, SEED)]
-        plain = [generate(target, ids, params) for ids in prompts]
+    for workload, prompts, plain in greedy_workloads(target, tok, args.prompts, SEED, params):
         for name, run in methods.items():
             assert all(run(ids) == out for ids, out in zip(prompts, plain, strict=True)), name
         jobs = {
@@ -204,11 +182,9 @@ def main() -> None:
                 print(
                     f"{workload:7} B={b:3d} {name:14} {e.value:5.2f}x [{e.low:.2f}, {e.high:.2f}]"
                 )
-    load = busy_report(*all_times({**costs["times"], **timed_all}), 1)
+    load = bench.load({**costs["times"], **timed_all})
     result = {
-        "stamp": stamp,
         "load": load,
-        "command": "python benchmarks/tree_timing.py",
         "prompts": args.prompts,
         "tokens_per_prompt": args.tokens,
         "repeats": args.repeats,
@@ -216,10 +192,9 @@ def main() -> None:
         "pass_costs": costs["rows"],
         "wall_clock": wall,
         "batch": batch,
-        "seconds": round(time.perf_counter() - start, 1),
     }
-    save_result(args.out, result)
-    print(f"{result['seconds']} s; {'BUSY' if load['busy'] else 'quiet'}; wrote {args.out}")
+    print("BUSY" if load["busy"] else "quiet")
+    bench.save(result)
 
 
 if __name__ == "__main__":

@@ -15,19 +15,11 @@ Writes specdec_lib/results/trees.json.
 
 from __future__ import annotations
 
-import argparse
-import time
-from pathlib import Path
-
-from specdec_lib import SamplingParams, SpeculationStats, Tokenizer, generate, load_model
+from specdec_lib import SamplingParams, SpeculationStats, Tokenizer, load_model
 from specdec_lib.analysis.intervals import (
     paired_tokens_per_pass_difference,
     position_acceptance,
-    tokens_per_pass_estimate,
 )
-from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import RESULTS_DIR, save_result
-from specdec_lib.analysis.runs import pooled
 from specdec_lib.analysis.trees import best_shape, rank_hits
 from specdec_lib.engine.heads import HeadsTreeDrafter, load_heads
 from specdec_lib.engine.tree import TreeShape
@@ -38,12 +30,9 @@ from specdec_lib.engine.tree_decode import (
 )
 from specdec_lib.text.language import WORKLOADS, workload_prompts
 
-OUT = RESULTS_DIR / "trees.json"
+from harness import Benchmark, counts_row, greedy_workloads, interval
+
 CALIBRATION_SEED, CALIBRATION_PROMPTS = 7151, 4  # per workload
-
-
-def interval(e) -> dict:
-    return {"value": round(e.value, 4), "low": round(e.low, 4), "high": round(e.high, 4)}
 
 
 def run(target, make, prompts, greedy, params) -> list[SpeculationStats]:
@@ -57,19 +46,16 @@ def run(target, make, prompts, greedy, params) -> list[SpeculationStats]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--prompts", type=int, default=16)
-    parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--nodes", type=int, default=7)
-    parser.add_argument("--seed", type=int, default=7150)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
+def main(argv=None) -> None:
+    bench = Benchmark("trees", __doc__, small={"prompts": 1, "tokens": 8}, seed=7150)
+    bench.add("--prompts", type=int, default=16)
+    bench.add("--tokens", type=int, default=64)
+    bench.add("--nodes", type=int, default=7)
+    args = bench.parse(argv)
     tok = Tokenizer()
     target, draft = load_model("target"), load_model("draft")
     heads = load_heads(target)
     params = SamplingParams(max_tokens=args.tokens)
-    start = time.perf_counter()
     calibration = [
         tok.encode(p)
         for w in WORKLOADS
@@ -99,24 +85,11 @@ def main() -> None:
         f"{'workload':8} {'drafter':6} {'form':5} {'nodes':>5} {'tok/pass [95%]':>22} "
         f"{'tree - chain':>24}"
     )
-    for workload in WORKLOADS:
-        prompts = [tok.encode(p) for p in workload_prompts(workload, args.prompts, args.seed)]
-        greedy = [generate(target, ids, params) for ids in prompts]
+    for workload, prompts, greedy in greedy_workloads(target, tok, args.prompts, args.seed, params):
         each = {key: run(target, make, prompts, greedy, params) for key, make in drafters.items()}
         for (name, form, nodes), stats in each.items():
-            s = pooled(stats)
-            e = tokens_per_pass_estimate(stats)
-            row = dict(
-                workload=workload,
-                drafter=name,
-                form=form,
-                nodes=nodes,
-                prompts=len(prompts),
-                emitted=s.emitted,
-                target_passes=s.target_passes,
-                draft_passes=s.draft_passes,
-                tokens_per_pass=s.tokens_per_pass,
-                tokens_per_pass_interval=interval(e),
+            row = counts_row(stats, workload=workload, drafter=name, form=form, nodes=nodes)
+            row |= dict(
                 depth_acceptance=[interval(x) for x in position_acceptance(stats)],
                 per_prompt=[
                     dict(emitted=x.emitted, target_passes=x.target_passes, accepted=x.accepted)
@@ -129,10 +102,10 @@ def main() -> None:
                 row["tree_minus_chain"] = interval(d)
                 diff = f"{d.value:+.2f} [{d.low:+.2f}, {d.high:+.2f}]"
             rows.append(row)
-            at = f"{e.value:8.2f} [{e.low:.2f}, {e.high:.2f}]"
+            e = row["tokens_per_pass_interval"]
+            at = f"{e['value']:8.2f} [{e['low']:.2f}, {e['high']:.2f}]"
             print(f"{workload:8} {name:6} {form:5} {nodes:5d} {at} {diff:>24}")
     result = {
-        "stamp": run_stamp(),
         "seed": args.seed,
         "calibration": {"seed": CALIBRATION_SEED, "prompts_per_workload": CALIBRATION_PROMPTS},
         "tokens_per_prompt": args.tokens,
@@ -147,11 +120,10 @@ def main() -> None:
             }
             for (name, nodes), (s, v) in shapes.items()
         ],
-        "seconds": round(time.perf_counter() - start, 1),
         "rows": rows,
     }
-    save_result(args.out, result)
-    print(f"all outputs identical to greedy; {result['seconds']} s; wrote {args.out}")
+    print("all outputs identical to greedy")
+    bench.save(result)
 
 
 if __name__ == "__main__":

@@ -28,13 +28,8 @@ round logs to wall_clock_counts.json.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import sys
-import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
@@ -42,24 +37,15 @@ from specdec_lib import DraftModelDrafter, NgramDrafter, Tokenizer, load_model, 
 from specdec_lib.analysis.costs import UnitCosts
 from specdec_lib.analysis.intervals import paired_rerun_interval, paired_speedup
 from specdec_lib.analysis.predictions import measure_unit_costs, predicted_speedup, request_log
-from specdec_lib.analysis.provenance import busy_report, run_stamp
 from specdec_lib.analysis.replication import best_fixed_k, drafter_comparison
-from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.analysis.theory import CostAwareK, estimate_alpha, expected_speedup
-from specdec_lib.analysis.timing import all_times, interleaved, print_progress
+from specdec_lib.analysis.timing import interleaved
 from specdec_lib.engine.generate import AdaptiveK, SpeculationStats, generate, speculative_generate
 from specdec_lib.engine.sampling import SamplingParams
 
-OUT = RESULTS_DIR / "wall_clock.json"
-COUNTS_OUT = RESULTS_DIR / "wall_clock_counts.json"
+from harness import SCENARIOS, Benchmark, ints
+
 MAX_K, HF_START = 16, 4
-SCENARIOS = {
-    "copy": ("copy", 0.0),
-    "edit": ("edit", 0.0),
-    "answer": ("answer", 0.0),
-    "novel": ("novel", 0.0),
-    "novel T=1": ("novel", 1.0),
-}
 ADAPTIVE = {p: {"start": k, "min_k": 1, "max_k": MAX_K} for p, k in (("+2/-1", HF_START),)}
 ADAPTIVE["cost-aware"] = {"start": MAX_K, "min_k": 1, "max_k": MAX_K}
 SMALL = {"prompts": 3, "tokens": 16, "repeats": 4, "blocks": 4, "ngram_ks": [1, 4], "draft_ks": [2]}
@@ -133,18 +119,16 @@ def decode_all(models, methods, prompts_of, tokens, seed):
 
 
 def run_header(args) -> dict:
-    """What both result files record of the command."""
-    out = {"command": " ".join(["python benchmarks/wall_clock.py", *sys.argv[1:]])}
-    out.update(prompts_per_workload=args.prompts, tokens_per_prompt=args.tokens, seed=args.seed)
-    return out
+    """What both result files record of the settings."""
+    return dict(prompts_per_workload=args.prompts, tokens_per_prompt=args.tokens, seed=args.seed)
 
 
-def write_counts(args, models, prompts_of) -> None:
+def write_counts(bench, args, models, prompts_of) -> None:
     """``--counts-only``: the round logs of every method whose counts do not depend on
     measured unit costs (fixed k, +2/-1), untimed, with prompt lengths and continuations."""
     methods = make_methods(args.ngram_ks, args.draft_ks, None)
     counted, distinct = decode_all(models, methods, prompts_of, args.tokens, args.seed)
-    out = run_header(args) | {"stamp": run_stamp()}
+    out = run_header(args)
     out["scenarios"] = {
         w: {
             "prompt_lengths": [len(p) for p in prompts_of[source]],
@@ -154,8 +138,7 @@ def write_counts(args, models, prompts_of) -> None:
         }
         for w, (source, _) in SCENARIOS.items()
     }
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    bench.save(out)
 
 
 def method_row(m: Method, w: str, times, costs: UnitCosts, prompts, args, counted=None) -> dict:
@@ -222,49 +205,42 @@ def print_tables(result: dict) -> None:
         print(f"{w}: n-gram over draft model {e['value']:.2f} [{e['low']:.2f}, {e['high']:.2f}]")
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    ints = lambda text: [int(x) for x in text.split(",") if x]  # noqa: E731
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    numbers = {"prompts": 12, "tokens": 64, "repeats": 8, "blocks": 0, "threads": 1, "seed": 2026}
-    for name, default in numbers.items():
-        p.add_argument(f"--{name}", type=int, default=default)
-    p.add_argument("--ngram-ks", type=ints, default=[1, 2, 3, 4, 7, 8, 12, 16])
-    p.add_argument("--draft-ks", type=ints, default=[1, 2, 3, 4, 6, 8])
-    p.add_argument("--strict", action="store_true", help="refuse to write if busy")
-    p.add_argument("--small", action="store_true", help=f"a quick check: {SMALL}")
-    p.add_argument("--counts-only", action="store_true", help="time nothing: write round logs")
-    p.add_argument("--out", type=Path, default=None)
-    args = p.parse_args(argv)
-    if args.small and args.out is None:
-        p.error("--small needs --out: a check must not overwrite the committed results")
-    if args.small:
-        vars(args).update(SMALL)
-    args.out = args.out or (COUNTS_OUT if args.counts_only else OUT)
+def benchmark() -> Benchmark:
+    """The command line: the harness's options and the benchmark's own."""
+    options = dict(small=SMALL, threads=True, seed=2026, repeats=8, blocks=True, strict=True)
+    bench = Benchmark("wall_clock", __doc__, **options)
+    bench.add("--prompts", type=int, default=12)
+    bench.add("--tokens", type=int, default=64)
+    bench.add("--ngram-ks", type=ints, default=[1, 2, 3, 4, 7, 8, 12, 16])
+    bench.add("--draft-ks", type=ints, default=[1, 2, 3, 4, 6, 8])
+    bench.add("--counts-only", action="store_true", help="time nothing: write round logs")
+    return bench
+
+
+def parse(bench: Benchmark, argv=None):
+    """The options, checked; ``--counts-only`` writes wall_clock_counts.json by default."""
+    args = bench.parse(argv, out=lambda a: "wall_clock_counts" if a.counts_only else "wall_clock")
     if any(not 1 <= k <= MAX_K for k in args.ngram_ks + args.draft_ks):
-        p.error(f"--ngram-ks and --draft-ks must lie in [1, {MAX_K}]")
-    args.blocks = args.blocks or args.repeats  # 0: every repeat its own block
-    if not 2 <= args.blocks <= args.repeats:
-        p.error(f"--blocks must lie in [2, --repeats={args.repeats}], got {args.blocks}")
+        bench.error(f"--ngram-ks and --draft-ks must lie in [1, {MAX_K}]")
     return args
 
 
 def main(argv=None) -> None:
-    args = parse_args(argv)
-    torch.set_num_threads(args.threads)
-    stamp, tok, start = run_stamp(), Tokenizer(), time.perf_counter()
+    bench = benchmark()
+    args, tok = parse(bench, argv), Tokenizer()
     models = load_model("target"), load_model("draft")
     prompts_of = {
         w: [tok.encode(p) for p in workload_prompts(w, args.prompts, args.seed)]
         for w in {w for w, _ in SCENARIOS.values()}
     }
     if args.counts_only:
-        return write_counts(args, models, prompts_of)
+        return write_counts(bench, args, models, prompts_of)
     both = prompts_of["copy"] + prompts_of["novel"]
     costs, extra_units = measure_unit_costs(*models, both, args.tokens, max_k=MAX_K)
     methods = make_methods(args.ngram_ks, args.draft_ks, costs)
-    print(f"unit costs measured ({time.perf_counter() - start:.0f} s)", flush=True)
+    print(f"unit costs measured ({bench.seconds():.0f} s)", flush=True)
     counted, distinct = decode_all(models, methods, prompts_of, args.tokens, args.seed)
-    print(f"outputs checked, counts taken ({time.perf_counter() - start:.0f} s)", flush=True)
+    print(f"outputs checked, counts taken ({bench.seconds():.0f} s)", flush=True)
     inputs = scenarios(prompts_of, args.tokens)
     prompts = {w: p for w, (p, _) in inputs.items()}
 
@@ -273,8 +249,8 @@ def main(argv=None) -> None:
 
     every = [(w, i, m) for w in SCENARIOS for i in range(args.prompts) for m in methods]
     jobs = {(w, i, m.name): job(w, i, m) for w, i, m in every}
-    timed = interleaved(jobs, args.repeats, args.seed, progress=print_progress(args.repeats, start))
-    load = busy_report(*all_times(timed), args.threads)
+    timed = interleaved(jobs, args.repeats, args.seed, progress=bench.progress(args.repeats))
+    load = bench.load(timed)
     times = {
         w: {m.name: [timed[w, i, m.name].wall for i in range(args.prompts)] for m in methods}
         for w in SCENARIOS
@@ -284,19 +260,19 @@ def main(argv=None) -> None:
         for w in SCENARIOS
         for m in methods
     ]
-    result = run_header(args) | {"stamp": stamp, "load": load, "repeats": args.repeats}
+    result = run_header(args) | {"stamp": bench.stamp, "load": load, "repeats": args.repeats}
     result.update(blocks=args.blocks, threads=args.threads, adaptive=ADAPTIVE, rows=rows)
     result["interval"] = "paired bootstrap 95%, prompts and blocks of repeats resampled together"
     result["unit_costs"] = costs.to_result(MAX_K) | extra_units
     result.update(times=times, distinct_continuations=distinct)
-    result["seconds"] = round(time.perf_counter() - start, 1)
+    result["seconds"] = bench.seconds()
     logs = {w: {m.name: counted[w, m.name][1] for m in methods[1:]} for w in SCENARIOS}
     result["request_logs"] = logs
     result["summary"] = summarise(result)
     result["ngram_over_draft"] = drafter_comparison(result["summary"], times, args.blocks)
     print_tables(result)
-    save_result(args.out, result, args.strict)
-    print(f"greedy outputs identical to plain decoding; {result['seconds']} s; wrote {args.out}")
+    print("greedy outputs identical to plain decoding")
+    bench.save(result)
 
 
 if __name__ == "__main__":

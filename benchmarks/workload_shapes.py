@@ -26,12 +26,8 @@ Writes specdec_lib/results/workload_shapes.json (or ``--out``) and prints a summ
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import time
-from pathlib import Path
 
-import torch
 from tqdm.auto import tqdm
 
 from specdec_lib import (
@@ -54,19 +50,14 @@ from specdec_lib.analysis.novelty import (
     span_lengths,
     stays_in_document,
 )
-from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.analysis.runs import per_prompt_speculation
 from specdec_lib.text.language import WORKLOADS
 
-OUT = RESULTS_DIR / "workload_shapes.json"
+from harness import Benchmark, interval
+
 TOKENS = 64
 K = 4
 BAND = (0.3, 0.85)
-
-
-def interval(e) -> dict:
-    return {"value": round(e.value, 4), "low": round(e.low, 4), "high": round(e.high, 4)}
 
 
 def measure(tok, target, draft, workload: str, seed: int, n: int) -> dict:
@@ -106,16 +97,13 @@ def measure(tok, target, draft, workload: str, seed: int, n: int) -> dict:
     return row
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[5150, 6150])
-    parser.add_argument("--prompts", type=int, default=32)
-    parser.add_argument("--out", type=Path, default=OUT)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
+def main(argv=None) -> None:
+    bench = Benchmark("workload_shapes", __doc__, small={"seeds": [5150], "prompts": 2})
+    bench.add("--seeds", type=int, nargs="+", default=[5150, 6150])
+    bench.add("--prompts", type=int, default=32)
+    args = bench.parse(argv)
     tok = Tokenizer()
     target, draft = load_model("target"), load_model("draft")
-    start = time.perf_counter()
     rows = []
     for seed in args.seeds:
         for workload in WORKLOADS:
@@ -143,21 +131,15 @@ def main() -> None:
     }
     result = {
         "description": __doc__.split("\n\n")[0],
-        "command": "OMP_NUM_THREADS=1 python benchmarks/workload_shapes.py",
         "tokens_per_prompt": TOKENS,
         "k": K,
         "band": list(BAND),
         "rows": rows,
         "checks": checks,
         "intervals_in_band": intervals_in_band,
-        "passed": all(checks.values()),
-        "seconds": round(time.perf_counter() - start, 1),
-        "stamp": run_stamp(),
     }
-    save_result(args.out, result)
-    print(f"checks {checks}; intervals in band {intervals_in_band}")
-    print(f"{result['seconds']:.0f} s -> {args.out}")
-    if not result["passed"]:
+    print(f"intervals in band {intervals_in_band}")
+    if bench.verdict(result):
         raise SystemExit("a check failed")
 
 

@@ -1,6 +1,12 @@
+import sys
+from pathlib import Path
+
 import pytest
 
 from specdec_lib import Tokenizer, load_model
+
+# A benchmark imports its harness as ``python benchmarks/<name>.py`` finds it: from its folder.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,6 @@ from specdec_lib.experiments.mutant_battery import (
     rounds_for_power,
     tie_test,
     total_variation,
-    wilson,
 )
 from specdec_lib.experiments.mutants import CORRECT, MUTANTS, mutant
 
@@ -107,14 +106,6 @@ def test_the_tie_mutant_is_caught_by_the_tie_test_and_not_by_greedy_identity() -
     m = mutant("tie broken last")
     assert all(tie_test(m)) and not any(tie_test(CORRECT))
     assert not any(greedy_identity(m, seed=100))  # real logits never tie exactly
-
-
-def test_wilson_interval_holds_the_rate_and_refuses_bad_counts() -> None:
-    low, high = wilson(3, 10)
-    assert low < 0.3 < high and 0 < low and high < 1
-    assert wilson(0, 20)[0] == 0 and wilson(20, 20)[1] == 1
-    with pytest.raises(ValueError, match="k must lie"):
-        wilson(5, 4)
 
 
 def test_unknown_mutant_names_are_refused() -> None:

@@ -54,6 +54,17 @@ def test_a_missing_result_names_the_file_and_the_script_that_writes_it(tmp_path,
         load_result("tree")
 
 
+def test_the_rerun_hint_is_the_command_the_stored_result_records():
+    # batch_sweep_copy was run with --scenarios copy, which no file name says
+    recorded = json.loads((RESULTS_DIR / "batch_sweep_copy.json").read_text())["command"]
+    assert "--scenarios copy" in recorded
+    hint = writer("batch_sweep_copy")
+    assert hint.startswith("python benchmarks/batch_sweep.py --scenarios copy --batch-sizes")
+    assert hint.endswith(" --out specdec_lib/results/batch_sweep_copy.json")
+    assert hint.count("--out") == 1  # the recorded --out (a folder since moved) is replaced
+    assert writer("hf_profile").endswith("--seed 1121")  # its own file: no --out
+
+
 def test_a_result_missing_from_an_installation_is_a_file_not_found_error(package_root):
     with pytest.raises(FileNotFoundError, match=r"wall_clock\.json.*benchmarks/wall_clock\.py"):
         load_result("wall_clock")

@@ -355,7 +355,7 @@ def test_paired_intervals_list_every_comparison_and_containment_reads_either_int
 
 @pytest.mark.parametrize("name", ["wall_clock", "batch_sweep"])
 def test_the_benchmarks_quick_check_needs_its_own_output_and_blocks_need_a_spread(name, capsys):
-    parse = _benchmark(name).parse_args
+    parse = _benchmark(name).benchmark().parse
     with pytest.raises(SystemExit):
         parse(["--small"])  # would overwrite the committed results
     assert "--small needs --out" in capsys.readouterr().err

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -24,7 +25,8 @@ from pathlib import Path
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 
 # The suffixes a second or third run of the same benchmark is stored under
-# (``--out``), longest first, and the results no ``benchmarks/<name>.py`` writes.
+# (``--out``), longest first, for a result that records no command (or is missing), and
+# the results no ``benchmarks/<name>.py`` writes.
 _RUN_SUFFIXES = ("_copy_rerun", "_edit_rerun", "_rerun", "_run3", "_copy", "_edit")
 _WRITERS = {
     "wall_clock_counts": "python benchmarks/wall_clock.py --counts-only",
@@ -36,10 +38,33 @@ _WRITERS = {
 }
 
 
+_OUT = re.compile(r"\s--out(?:=|\s+)\S+")
+_SCRIPT = re.compile(r"\bbenchmarks/(\w+)\.py\b")
+
+
+def _recorded_command(name: str) -> str | None:
+    """The command line the stored result ``name`` records (its ``command``), if any."""
+    resource = resources.files("specdec_lib") / "results" / f"{name}.json"
+    try:
+        command = json.loads(resource.read_text(encoding="utf-8")).get("command")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return command.strip() if isinstance(command, str) and _SCRIPT.search(command) else None
+
+
 def writer(name: str) -> str:
-    """The command in the course repository that writes the stored result ``name``."""
+    """The command in the course repository that writes the stored result ``name``: the
+    command line the file records (every benchmark stores its own), its ``--out`` pointed
+    at ``specdec_lib/results/<name>.json`` when that is not the script's own file; for a
+    file that records none, or is missing, a guess from its name (``trees_rerun``: the
+    ``trees.py`` benchmark with ``--out``)."""
     if name in _WRITERS:
         return _WRITERS[name]
+    recorded = _recorded_command(name)
+    if recorded is not None:
+        command = _OUT.sub("", recorded)
+        own = _SCRIPT.search(command).group(1) == name
+        return command + ("" if own else f" --out specdec_lib/results/{name}.json")
     base = name
     for suffix in _RUN_SUFFIXES:
         if base.endswith(suffix):

@@ -15,7 +15,6 @@ other timers are thin uses of it, and the intervals read what it returns.
   :func:`specdec_lib.analysis.batch_steps.time_batch_decode_steps`.)
 * :func:`time_inside`, :func:`batch_time_parts`: one call split into time inside the
   models' forward passes and the host's own work (forward hooks, not a loop).
-  :func:`all_times`, :func:`print_progress`: what the benchmarks pass around the loop.
 * Not here: the bootstrap intervals on what the loop records (a comparison of two
   methods timed on the same prompts in the same repeats is the paired interval of
   their ratio, resampling prompts and blocks of repeats) are
@@ -348,19 +347,3 @@ def batch_time_parts(model: TinyGPT, fn: Callable[[], object]) -> dict[str, floa
         "host": wall - inside,
         "n_passes": len(calls) - 1,
     }
-
-
-def all_times(timed: Mapping[Hashable, JobTimes]) -> tuple[list[float], list[float]]:
-    """Every wall and every CPU time :func:`interleaved` recorded, in the same order (what
-    :func:`~specdec_lib.analysis.provenance.busy_report` reads)."""
-    return [x for t in timed.values() for x in t.wall], [x for t in timed.values() for x in t.cpu]
-
-
-def print_progress(repeats: int, start: float) -> Callable[[int], None]:
-    """A ``progress`` for :func:`interleaved`: prints each finished repeat and the seconds
-    since ``start`` (a :func:`time.perf_counter` reading), so a long run shows its pace."""
-
-    def progress(r: int) -> None:
-        print(f"repeat {r}/{repeats} ({time.perf_counter() - start:.0f} s)", flush=True)
-
-    return progress

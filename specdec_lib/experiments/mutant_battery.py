@@ -348,17 +348,6 @@ def tie_test(m: Mutant, vocab_size: int = 16) -> list[bool]:
     return caught
 
 
-def wilson(k: int, n: int) -> tuple[float, float]:
-    """Wilson 95% interval of a rate k/n: right near 0 and 1, where catch rates live."""
-    z = 1.959964  # the normal quantile of a two-sided 95% interval
-    if n < 1 or not 0 <= k <= n:
-        raise ValueError(f"k must lie in [0, n] and n must be >= 1, got k={k}, n={n}")
-    phat = k / n
-    centre = (phat + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(phat * (1 - phat) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 # --- power ------------------------------------------------------------------------------
 
 

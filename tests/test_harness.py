@@ -1,0 +1,117 @@
+"""The benchmarks' harness (``benchmarks/harness.py``): options, stamp, intervals, writing;
+and a few benchmarks run end to end in their ``--small`` form."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from specdec_lib.analysis.results import RESULTS_DIR
+
+import harness
+from harness import Benchmark, binomial_interval, command_line, interval, rate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _bench(**options) -> Benchmark:
+    bench = Benchmark("made_up", "A made-up benchmark.\n\nMore.", **options)
+    bench.add("--prompts", type=int, default=8)
+    return bench
+
+
+def test_the_binomial_interval_holds_the_rate_and_refuses_bad_counts():
+    low, high = binomial_interval(3, 10)
+    assert low < 0.3 < high and 0 < low and high < 1
+    assert binomial_interval(0, 20)[0] == 0 and binomial_interval(20, 20)[1] == 1
+    wider = binomial_interval(3, 10, level=0.99)
+    assert wider[0] < low and wider[1] > high
+    with pytest.raises(ValueError, match="k must lie"):
+        binomial_interval(5, 4)
+    with pytest.raises(ValueError, match="level"):
+        binomial_interval(1, 4, level=1.0)
+    assert rate([True, False, False, True]) == {
+        "caught": 2,
+        "runs": 4,
+        "rate": 0.5,
+        "interval": binomial_interval(2, 4),
+    }
+
+
+def test_an_estimate_becomes_a_rounded_dict_with_its_level_when_asked():
+    e = types.SimpleNamespace(value=1.23456, low=1.1, high=1.3, level=0.95)
+    assert interval(e) == {"value": 1.2346, "low": 1.1, "high": 1.3}
+    assert interval(e, digits=None, level=True)["level"] == 0.95
+
+
+def test_the_default_output_is_the_stored_result_and_a_quick_check_needs_its_own(capsys):
+    args = _bench().parse([])
+    assert args.out == RESULTS_DIR / "made_up.json" and args.prompts == 8
+    small = {"prompts": 2}
+    with pytest.raises(SystemExit):
+        _bench(small=small).parse(["--small"])
+    assert "--small needs --out" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # naming the stored result itself is no better
+        _bench(small=small).parse(["--small", "--out", str(RESULTS_DIR / "made_up.json")])
+    args = _bench(small=small).parse(["--small", "--out", "/tmp/x.json"])
+    assert args.prompts == 2 and args.out == Path("/tmp/x.json")
+    other = _bench().parse([], out=lambda a: f"made_up_{a.prompts}")
+    assert other.out == RESULTS_DIR / "made_up_8.json"
+
+
+def test_blocks_default_to_one_per_repeat_and_need_a_spread():
+    assert _bench(repeats=6, blocks=True).parse([]).blocks == 6
+    assert _bench(repeats=6, blocks=True).parse(["--blocks", "3"]).blocks == 3
+    for bad in ("1", "7"):
+        with pytest.raises(SystemExit):
+            _bench(repeats=6, blocks=True).parse(["--blocks", bad])
+
+
+def test_a_saved_result_carries_its_command_stamp_and_seconds(tmp_path, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    out = tmp_path / "r.json"
+    bench = _bench(strict=True)
+    bench.parse(["--prompts", "3", "--out", str(out)])
+    written = bench.save({"rows": [1]})
+    stored = json.loads(out.read_text())
+    assert stored == written and stored["rows"] == [1]
+    assert stored["command"].startswith("OMP_NUM_THREADS=1 python ")
+    assert stored["command"].endswith(f"--prompts 3 --out {out}")
+    assert {"commit", "cpu", "load_average_at_start"} <= set(stored["stamp"])
+    assert stored["seconds"] >= 0
+    bench.args.strict = True
+    with pytest.raises(SystemExit, match="--strict"):
+        bench.save({"load": {"busy": True}})
+    with pytest.raises(ValueError, match="parse"):
+        _bench().save({})
+
+
+def test_the_command_line_is_written_from_the_repository_root(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    script = str(ROOT / "benchmarks" / "trees.py")
+    assert (
+        command_line([script, "--out", "a b.json"]) == "python benchmarks/trees.py --out 'a b.json'"
+    )
+    assert harness.ROOT == ROOT
+
+
+@pytest.mark.parametrize("name", ["copy_accuracy", "trees", "engine_speed"])
+def test_a_benchmark_runs_end_to_end_in_its_small_form(name, tmp_path):
+    out = tmp_path / f"{name}.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), "--small", "--out", str(out)],
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        timeout=300,
+        capture_output=True,
+    )
+    result = json.loads(out.read_text())
+    assert f"benchmarks/{name}.py --small --out {out}" in result["command"]
+    assert "commit" in result["stamp"] and result["seconds"] > 0
