@@ -6,7 +6,7 @@ page hand the notebook itself to a reader, who would otherwise see the roles:
 
 * the download button (``use_download_button``) serves ``_sources/<chapter>.ipynb``,
   which Sphinx copies from ``chapters/``. After the build, this extension overwrites
-  each copy with the resolved notebook (``specdec_lib.course.resolve_glue``): the same
+  each copy with the resolved notebook (``scripts/resolve_glue.py``): the same
   cells and outputs, every glued number written into the prose as the page shows it.
 * the Colab button opens a notebook from GitHub, never from the website; by default
   the source on ``repository.branch``, roles and all. Colab opens any branch, so when
@@ -29,7 +29,7 @@ import nbformat
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from specdec_lib.course.resolve_glue import count_glue_roles, resolve_glue
+from resolve_glue import count_glue_roles, resolve_glue
 
 LOGGER = logging.getLogger(__name__)
 COLAB_REPO = re.compile(r"^(?P<repo>.*/github/[^/]+/[^/]+)/blob/")

@@ -17,7 +17,7 @@ the chapters. A chapter marks what students must write the way nbgrader does:
   code cell), or its exercise is marked ``:class: written``, a Markdown cell
   ``YOUR ANSWER HERE`` takes its place: the written-answer cell;
 * every glued number in the prose (``{glue:text}`name:spec```) is written in, as the
-  website shows it, from the chapter's stored outputs (``specdec_lib.course.resolve_glue``):
+  website shows it, from the chapter's stored outputs (``scripts/resolve_glue.py``):
   a student notebook has no outputs, and no myst-nb to paste them, so a role would be
   all the student saw;
 * outputs and execution counts are cleared.
@@ -43,8 +43,9 @@ if sys.path[:1] != [str(REPOSITORY)]:
 
 from book_numbering import chapter_number  # noqa: E402
 
-from specdec_lib.course.resolve_glue import count_glue_roles, resolve_glue  # noqa: E402
 from specdec_lib.grading import CHECKS  # noqa: E402
+
+from resolve_glue import count_glue_roles, resolve_glue  # noqa: E402
 
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION[ \t]*$")
 END = re.compile(r"^[ \t]*### END SOLUTION[ \t]*$")

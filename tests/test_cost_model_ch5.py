@@ -28,7 +28,8 @@ from specdec_lib.course.cost_view import (  # noqa: E402
     prompt_stats,
     verdict,
 )
-from specdec_lib.course.plotting import check_figure  # noqa: E402
+
+from helpers import check_figure  # noqa: E402
 
 
 def _timing(seconds: float) -> Timing:

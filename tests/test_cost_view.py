@@ -5,8 +5,9 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 from specdec_lib.course.cost_view import best_k, cost_widget, plot_costs, row_cost, verdict  # noqa: E402
-from specdec_lib.course.plotting import check_figure, new_figure  # noqa: E402
-from specdec_lib.course.widgets import pick, shown  # noqa: E402
+from specdec_lib.course.plotting import new_figure  # noqa: E402
+
+from helpers import check_figure, pick, shown  # noqa: E402
 
 
 def _rows():

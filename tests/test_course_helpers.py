@@ -24,9 +24,11 @@ from specdec_lib.course.notebook import (  # noqa: E402
     show_source,
     skip_unattempted,
 )
-from specdec_lib.course.plotting import check_figure, new_figure, use_course_style  # noqa: E402
+from specdec_lib.course.plotting import new_figure, use_course_style  # noqa: E402
 from specdec_lib.course.rounds_view import render_rounds  # noqa: E402
 from specdec_lib.text.language import LEXICON  # noqa: E402
+
+from helpers import check_figure, pick, shown  # noqa: E402
 
 
 @pytest.fixture
@@ -209,7 +211,7 @@ def test_rounds_display_rejects_a_log_that_contradicts_itself():
 def test_a_linked_stack_shows_the_child_its_control_points_at():
     import ipywidgets as widgets
 
-    from specdec_lib.course.widgets import linked_stack, pick, shown
+    from specdec_lib.course.widgets import linked_stack
 
     slider = widgets.SelectionSlider(options=["a", "b", "c"], value="b")
     stack = linked_stack(slider, [widgets.HTML(f"state {i}") for i in range(3)])

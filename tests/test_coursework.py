@@ -148,7 +148,7 @@ def test_every_chapter_gets_a_student_version_with_stubs_exactly_where_solutions
 
 def test_student_notebooks_show_numbers_in_the_prose_not_glue_roles():
     """Every glued number is written in as the website shows it: zero raw roles remain."""
-    from specdec_lib.course.resolve_glue import count_glue_roles
+    from resolve_glue import count_glue_roles
 
     roles = 0
     for path in S.chapter_notebooks(C.CHAPTERS):

@@ -5,7 +5,8 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 from specdec_lib.course.mutants_view import plot_catch_matrix  # noqa: E402
-from specdec_lib.course.plotting import check_figure  # noqa: E402
+
+from helpers import check_figure  # noqa: E402
 
 TESTS = {"a": "test a", "b": "test b"}
 

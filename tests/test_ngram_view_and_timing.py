@@ -8,7 +8,8 @@ from specdec_lib import NgramDrafter, Tokenizer
 from specdec_lib.analysis.costs import fit_pass_cost, weight_bytes
 from specdec_lib.analysis.timing import Timing, time_passes
 from specdec_lib.course.ngram_view import highlight_match, ngram_explorer
-from specdec_lib.course.widgets import pick, shown
+
+from helpers import pick, shown
 
 # --- ngram_view ----------------------------------------------------------------------------
 

@@ -1,16 +1,21 @@
-"""Every public name of specdec_lib is used by a chapter, a test, a script, a benchmark or
-another module of the library.
+"""Every public name of specdec_lib is used outside the tests: by a chapter, a script, a
+benchmark or another module of the library.
 
 A public name is one a module defines at its top level (function, class, constant or
 type alias) without a leading underscore, and every public method of a public class.
-"Used" means it appears as code, not prose: a name, an attribute, an imported name or a
+"Used" means it appears as code, not prose: a name read (a variable assigned is not a
+use of the library's name), an attribute, an imported name or a
 keyword argument, or a string that is nothing but a (dotted) name (``getattr``,
 ``show_source("...")``), in a code cell of ``chapters/*.ipynb``, in ``chapters/*.py``,
-``tests/*.py`` (this file aside), ``scripts/*.py`` or ``benchmarks/*.py``, or in a library
-module other than the one that defines it (a name another module needs is part of its
-module's interface: ``tests/test_layout.py`` refuses a private name used across modules).
-A name only its own module uses is private (a leading underscore); a name nobody uses is
-gone.
+``scripts/*.py`` or ``benchmarks/*.py``, or in a library module other than the one that
+defines it (a name another module needs is part of its module's interface:
+``tests/test_layout.py`` refuses a private name used across modules).
+
+A test is not a use: tests must not keep alive code nothing else runs. A name only tests
+use is dead code, deleted with its tests, or a test helper, which lives in ``tests/``. A
+name only its own module uses is private (a leading underscore), unless a test also
+checks it on its own: an internal step a test exercises directly stays public, so the
+test need not reach for a private name.
 
 Exemptions, each with its reason, are computed by the rules below, never listed by name:
 
@@ -46,7 +51,7 @@ def _identifiers(source: str) -> set[str]:
     )
     found: set[str] = set()
     for node in ast.walk(ast.parse(code)):
-        if isinstance(node, ast.Name):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
             found.add(node.id)
         elif isinstance(node, ast.Attribute):
             found.add(node.attr)
@@ -60,21 +65,30 @@ def _identifiers(source: str) -> set[str]:
     return found
 
 
-def _user_sources() -> Iterator[tuple[str, str]]:
-    for pattern in ("chapters/*.py", "tests/*.py", "scripts/*.py", "benchmarks/*.py"):
+#: Where the library's users are: a use in any of these files counts.
+USERS = ("chapters/*.ipynb", "chapters/*.py", "scripts/*.py", "benchmarks/*.py")
+#: The tests, which are not users (see the module docstring).
+TESTS = ("tests/*.py",)
+
+
+def _user_sources(patterns: tuple[str, ...] = USERS) -> Iterator[tuple[str, str]]:
+    """Each file of ``patterns`` as (where, code); a notebook's code cells one by one."""
+    for pattern in patterns:
         for path in sorted(ROOT.glob(pattern)):
-            if path.resolve() != Path(__file__).resolve():
-                yield str(path.relative_to(ROOT)), path.read_text(encoding="utf-8")
-    for path in sorted(ROOT.glob("chapters/*.ipynb")):
-        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-        for i, cell in enumerate(cells):
-            if cell["cell_type"] == "code":
-                yield f"{path.relative_to(ROOT)} cell {i}", "".join(cell["source"])
+            where = str(path.relative_to(ROOT))
+            if path.suffix == ".ipynb":
+                cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+                for i, cell in enumerate(cells):
+                    if cell["cell_type"] == "code":
+                        yield f"{where} cell {i}", "".join(cell["source"])
+            elif path.resolve() != Path(__file__).resolve():
+                yield where, path.read_text(encoding="utf-8")
 
 
-def used_names() -> set[str]:
+def used_names(patterns: tuple[str, ...] = USERS) -> set[str]:
+    """Every name the files of ``patterns`` use."""
     used: set[str] = set()
-    for _, source in _user_sources():
+    for _, source in _user_sources(patterns):
         used |= _identifiers(source)
     return used
 
@@ -165,25 +179,28 @@ def _library_uses() -> dict[str, set[str]]:
 
 
 def unused_public_names() -> list[str]:
-    used = used_names()
+    used, tested = used_names(), used_names(TESTS)
     library = _library_uses()
     unused = []
     for key, why in public_names().items():
         module, name = key.split(":")[0], key.split(":")[1].split(".")[-1]
         elsewhere = any(name in names for other, names in library.items() if other != module)
-        if not why and name not in used and not elsewhere:
+        internal_and_tested = name in library.get(module, set()) and name in tested
+        if not why and name not in used and not elsewhere and not internal_and_tested:
             unused.append(key)
     return unused
 
 
 def test_the_scan_sees_code_not_prose_and_finds_the_library_s_names():
-    code = "import a.b\nfrom c import d as e\nf.g(h=1, i='j.k')\n# zz\n'a b'\n%time x"
-    assert _identifiers(code) == set("abdfghijk")  # not the module c, alias e, comment, magic
+    code = "import a.b\nfrom c import d as e\nf.g(h=1, i='j.k')\n# zz\n'a b'\n%time x\nl = 1"
+    # not the module c, the alias e, a comment, a magic, nor a variable assigned (l)
+    assert _identifiers(code) == set("abdfghijk")
     names = public_names()
     assert "analysis/hypothesis.py:first_tokens" in names
     assert "engine/drafters.py:NgramDrafter.draft" in names  # a method of a public class
     assert not any(":_" in key or "._" in key for key in names)  # private names are not
     assert len(names) > 200 and "show_source" in used_names()
+    assert "_identifiers" not in used_names(TESTS)  # this file is not scanned
 
 
 def test_every_public_name_of_the_library_is_used_outside_its_own_module():

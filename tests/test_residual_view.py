@@ -4,14 +4,15 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from specdec_lib.course.plotting import check_figure, use_course_style  # noqa: E402
+from specdec_lib.course.plotting import use_course_style  # noqa: E402
 from specdec_lib.course.residual_view import (  # noqa: E402
     PRESETS,
     TOWARD,
     plot_residual_rule,
     residual_rule_widget,
 )
-from specdec_lib.course.widgets import pick, shown  # noqa: E402
+
+from helpers import check_figure, pick, shown  # noqa: E402
 
 
 @pytest.mark.parametrize("name", list(PRESETS))

@@ -1,6 +1,6 @@
 """Glued numbers written into the prose read exactly as the website shows them.
 
-``specdec_lib.course.resolve_glue`` serves every route where a chapter is read without
+``scripts/resolve_glue.py`` serves every route where a chapter is read without
 the website's builder: student notebooks, Binder (``binder/postBuild``), the download
 button and the Colab button (``scripts/book_resolved_notebooks.py``). Here: its
 formatting against myst-nb's own, its reading of Markdown against myst-parser's, an
@@ -21,14 +21,14 @@ from types import SimpleNamespace
 import nbformat
 import pytest
 
-from specdec_lib.course import resolve_glue as R
-from specdec_lib.course.resolve_glue import count_glue_roles, format_glue_text, main, resolve_glue
-
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import book_resolved_notebooks as B  # noqa: E402
+
+import resolve_glue as R  # noqa: E402
+from resolve_glue import count_glue_roles, format_glue_text, main, resolve_glue  # noqa: E402
 
 PREFIX = "application/papermill.record/"
 SPECS = ["", "s", ".2f", ".0f", ".0%", ".1%", ",", ",.0f", ".1e", ".0e", "+.1f", "+.2f", "d", ",d"]
@@ -220,6 +220,8 @@ def test_the_command_counts_writes_copies_and_resolves_in_place(tmp_path, capsys
 def test_binder_post_build_leaves_no_raw_role_in_the_image_s_chapters(tmp_path):
     shutil.copytree(ROOT / "chapters", tmp_path / "chapters")
     shutil.copytree(ROOT / "binder", tmp_path / "binder")
+    (tmp_path / "scripts").mkdir()  # the one script postBuild runs, and nothing it imports
+    shutil.copy(ROOT / "scripts" / "resolve_glue.py", tmp_path / "scripts")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     run = subprocess.run(
         ["bash", "binder/postBuild"], cwd=tmp_path, env=env, capture_output=True, text=True

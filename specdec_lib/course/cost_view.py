@@ -183,7 +183,7 @@ def crossover_estimate(
             draw[rng.randrange(n)] += 1
     weights = torch.tensor(counts, dtype=torch.float64)  # how often each prompt was drawn
     boot = sorted(_crossover_of(weights @ parts, len(ks)).tolist())
-    value = float(_crossover_of(parts.sum(dim=0, keepdim=True), len(ks))[0])
+    value = crossover_c(rows, workload, o, pass_cost)
     low, high = boot[int(0.025 * (resamples - 1))], boot[round(0.975 * (resamples - 1))]
     return Estimate(value, low, high)
 

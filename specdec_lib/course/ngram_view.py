@@ -14,8 +14,8 @@ choice by eye:
   a text the drafter has seen so far. It draws every state when the cell runs and
   stores them all in the widget; the controls only choose which one is shown,
   linked in the browser, so the panel responds on the static website as it does
-  in a running kernel. The course's other widgets are built the same way, and
-  :func:`pick` and :func:`shown` read any of them as that website would.
+  in a running kernel. The course's other widgets are built the same way, and the
+  tests read any of them as that website would.
 
 Like :mod:`specdec_lib.course.rounds_view`, the HTML carries inline styles on an opaque
 white card, so it reads the same under the site's light and dark themes, and

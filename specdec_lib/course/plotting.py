@@ -164,19 +164,6 @@ def log_axis(ax: Axes, axis: str = "y") -> None:
     scale.set_minor_formatter(NullFormatter())
 
 
-def check_figure(fig: Figure) -> None:
-    """Raise ``ValueError`` unless every axes of ``fig`` is labelled and opaque.
-
-    Chapters need not call this; tests and reviewers use it to hold figures
-    to the style.
-    """
-    if fig.get_facecolor()[3] < 1.0:
-        raise ValueError("figure background must be opaque (readable on light and dark themes)")
-    for ax in fig.get_axes():
-        if not ax.get_xlabel().strip() or not ax.get_ylabel().strip():
-            raise ValueError(f"axes {ax.get_title()!r} has an unlabelled axis")
-
-
 def _figure_png(fig: Figure, dpi: int = 90) -> bytes:
     """The figure as PNG bytes, and closed: what an ``ipywidgets.Image`` redraw displays.
 

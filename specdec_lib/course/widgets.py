@@ -3,8 +3,8 @@
 A widget on the static site has only its saved state. So a chapter's widget draws
 every state its controls can reach when the notebook runs (:func:`widget_png` keeps
 each picture small), stacks them, and links each control to its stack in the
-browser (:func:`linked_stack`). :func:`pick` and :func:`shown` play the browser's
-part, so a test moves a control and reads what a reader would see.
+browser (:func:`linked_stack`). The tests play the browser's part (``tests/helpers.py``):
+they move a control and read what a reader would see.
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from specdec_lib.checks import check_int
-
-__all__ = ["linked_stack", "pick", "shown", "widget_png"]
+__all__ = ["linked_stack", "widget_png"]
 
 
 def widget_png(fig: Figure, dpi: int = 90, tight: bool = True) -> bytes:
@@ -53,29 +51,3 @@ def linked_stack(control: Any, children: Sequence[Any]) -> Any:
     stack = widgets.Stack(list(children), selected_index=control.index)
     widgets.jslink((control, "index"), (stack, "selected_index"))
     return stack
-
-
-def pick(control: Any, index: int) -> None:
-    """Set ``control.index`` and follow its ``jslink``-s, as the browser does with saved state.
-
-    With no browser attached (a test, a script), a ``jslink`` does nothing; this
-    plays the browser's part, so a test can move a control and read :func:`shown`.
-    """
-    from ipywidgets.widgets.widget import _instances
-    from ipywidgets.widgets.widget_link import Link
-
-    control.index = check_int("index", index, 0)
-    for link in [w for w in _instances.values() if isinstance(w, Link)]:
-        if link.source == (control, "index"):
-            setattr(*link.target, index)
-
-
-def shown(widget: Any) -> list[Any]:
-    """The leaf widgets a reader sees in ``widget``: a ``Stack`` shows only its selected child."""
-    import ipywidgets as widgets
-
-    if isinstance(widget, widgets.Stack):
-        return shown(widget.children[widget.selected_index])
-    if isinstance(widget, widgets.Box):
-        return [leaf for child in widget.children for leaf in shown(child)]
-    return [widget]

@@ -16,9 +16,13 @@ that the two agree. A role whose name no code cell of the notebook glues, a role
 cannot be formatted, or a glue form this module cannot write as Markdown (a glued
 figure, say) raises ``ValueError``: a notebook is resolved whole or not at all.
 
-    python -m specdec_lib.course.resolve_glue chapters/*.ipynb               # in place (Binder)
-    python -m specdec_lib.course.resolve_glue chapters/*.ipynb --out DIR     # resolved copies
-    python -m specdec_lib.course.resolve_glue chapters/*.ipynb --count       # raw roles, per file
+    python scripts/resolve_glue.py chapters/*.ipynb               # in place (Binder)
+    python scripts/resolve_glue.py chapters/*.ipynb --out DIR     # resolved copies
+    python scripts/resolve_glue.py chapters/*.ipynb --count       # raw roles, per file
+
+It is book-build tooling, not part of the library: nothing a chapter runs needs it. The
+build (``book_resolved_notebooks.py``), the student notebooks (``student_notebooks.py``)
+and Binder (``binder/postBuild``) use it from this folder.
 """
 
 from __future__ import annotations
@@ -339,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     import nbformat
 
     parser = argparse.ArgumentParser(
-        prog="python -m specdec_lib.course.resolve_glue",
+        prog="python scripts/resolve_glue.py",
         description=__doc__.split("\n\n")[0],
     )
     parser.add_argument("notebooks", type=Path, nargs="+")
