@@ -20,6 +20,19 @@ ran (:func:`run_stamp`: machine, commit, weights, load at start) and the seconds
 warns when ``result["load"]`` says the machine was busy, and writes the JSON.
 ``specdec_lib.analysis.results.writer`` reads the recorded command back, so the rerun hint
 a chapter prints is the command that made the file.
+
+Porting a script: replace its ``argparse`` parser, ``OUT``, ``--small`` handling,
+``torch.set_num_threads``, ``run_stamp()``, ``time.perf_counter()`` start, hand-made
+``"command"`` and ``save_result(...)`` with a :class:`Benchmark` (``small=``,
+``threads=True``, ``seed=``, ``repeats=``, ``blocks=True``, ``strict=True`` as the
+script had them), ``bench.parse(argv)``, ``bench.load(timed)`` (or ``wall=``/``cpu=``)
+for the load check, ``bench.progress(repeats)`` for ``interleaved``'s progress,
+``bench.seconds()`` for the elapsed time, and ``bench.save(result)`` or, for a result
+with ``checks``, ``bench.verdict(result)``. Intervals: :func:`interval` (an estimate as a
+dict) and :func:`binomial_interval` / :func:`rate` (the one binomial interval, Wilson).
+``run_stamp``, ``busy_report`` and ``save_result`` still live in the library because
+``serve_sweep.py`` and ``serve_roofline.py`` import them from there; once those two use
+this harness, the three move here (nothing else in the library or the chapters uses them).
 """
 
 from __future__ import annotations

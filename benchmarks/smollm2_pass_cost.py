@@ -12,7 +12,7 @@ For chapter 13. For each model, after a 256-token context held in the KV cache:
   (``time_batched_passes``): how that ratio moves as the batch grows, which decides
   where speculation stops paying;
 
-and the machine's peak rates (:func:`~specdec_lib.analysis.costs.peak_rates`), to say
+and the machine's peak rates (:func:`peak_rates`), to say
 whether a batch-one pass is memory-bound: a pass reads every weight once, so if the
 weights' bytes divided by the pass's time come near the machine's memory bandwidth, the
 pass is limited by memory, as chapter 1 says a GPU's is. Cells are timed interleaved
@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 import torch
 
 from specdec_lib import load_model
 from specdec_lib.analysis.costs import weight_bytes
-from specdec_lib.analysis.machine import peak_rates
-from specdec_lib.analysis.timing import time_batched_passes, time_passes
+from specdec_lib.analysis.timing import time_batched_passes, time_median, time_passes
+from specdec_lib.checks import check_int
 from specdec_lib.engine.smollm2 import load_smollm2
 
 from harness import Benchmark
@@ -39,6 +39,34 @@ CONTEXT = 256
 POSITIONS = [1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32]
 BATCHES = [1, 2, 4, 8, 16, 32, 64]
 VERIFY = 5  # k + 1 positions for k = 4, chapter 13's prompt-lookup k
+
+
+@dataclass(frozen=True)
+class PeakRates:
+    """This machine's best rates on one thread: bytes moved to and from main memory per
+    second (a copy of a buffer far larger than any cache, read plus write), and float32
+    arithmetic per second (a 512 x 1024 by 1024 x 1024 matrix product). The fastest
+    repeat of each, the one least disturbed by other jobs: a peak, not a typical value.
+    Whether a pass is memory-bound or compute-bound is a comparison with these two
+    numbers (appendix B draws it as a roofline; chapter 13 asks it of a real model)."""
+
+    bandwidth: float  # bytes per second
+    flops: float  # float32 operations per second
+
+    @property
+    def balance(self) -> float:
+        """Operations per byte at which arithmetic and memory traffic take equal time."""
+        return self.flops / self.bandwidth
+
+
+def peak_rates(buffer_mb: int = 256) -> PeakRates:
+    """Measure :class:`PeakRates` (a few seconds)."""
+    n = check_int("buffer_mb", buffer_mb) * 2**20 // 4
+    src, dst = torch.ones(n), torch.empty(n)
+    copy_s = time_median(lambda: dst.copy_(src), repeats=7, warmup=2).fastest
+    a, b = torch.randn(512, 1024), torch.randn(1024, 1024)
+    mm_s = time_median(lambda: a @ b, repeats=21, warmup=3).fastest
+    return PeakRates(bandwidth=2 * n * 4 / copy_s, flops=2 * 512 * 1024 * 1024 / mm_s)
 
 
 def measure(model: torch.nn.Module, repeats: int) -> dict:

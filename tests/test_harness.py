@@ -10,6 +10,7 @@ import sys
 import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from specdec_lib.analysis.results import RESULTS_DIR
@@ -115,3 +116,16 @@ def test_a_benchmark_runs_end_to_end_in_its_small_form(name, tmp_path):
     result = json.loads(out.read_text())
     assert f"benchmarks/{name}.py --small --out {out}" in result["command"]
     assert "commit" in result["stamp"] and result["seconds"] > 0
+
+
+def test_the_trees_benchmark_picks_the_likeliest_nodes_each_with_its_parent_and_elder():
+    from trees import best_shape
+
+    hits = np.array([[0.8, 0.1], [0.5, 0.2]])  # hits[depth][rank]
+    shape, value = best_shape(hits, 3)
+    assert shape.paths == ((0,), (0, 0), (0, 1)) and value == pytest.approx(0.8 + 0.4 + 0.16)
+    shape, value = best_shape(hits, 5)  # then the root's second child, then its child
+    assert set(shape.paths) == {(0,), (0, 0), (0, 1), (1,), (1, 0)}
+    assert value == pytest.approx(1.36 + 0.1 + 0.05)
+    with pytest.raises(ValueError, match="n_nodes"):
+        best_shape(hits, 7)
