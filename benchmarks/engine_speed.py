@@ -10,12 +10,14 @@ arithmetic peak of a matrix product, host work free).
 
 It calls only the engine's public API and :func:`specdec_lib.analysis.timing.interleaved`
 and ``time_inside`` (both present, with these signatures, in earlier versions of the
-library too; the harness, ``benchmarks/harness.py``, also needs ``analysis.provenance`` and
-``analysis.results``, there since 2026-12-01), so the same script measures the engine
-before and after a change: point ``PYTHONPATH`` at the other checkout. It prints the
-result and writes it to ``--out`` (default specdec_lib/results/engine_speed.json); the
-speed-up is the total over prompts of each prompt's median time, plain / speculative, with
-a bootstrap 95% interval over prompts and repeats. That bootstrap is computed here, the same way as
+library too), so the same script measures the engine before and after a change: point
+``PYTHONPATH`` at the other checkout. (Its harness, ``benchmarks/harness.py``, imports a
+few more library names, ``analysis.results.RESULTS_DIR`` among them, so the other
+checkout must be one from 2026-12-07 or later; for an older one, run that checkout's own
+copy of this script.) It prints the result and writes it to ``--out`` (default
+specdec_lib/results/engine_speed.json); the speed-up is the total over prompts of each
+prompt's median time, plain / speculative, with a bootstrap 95% interval over prompts and
+repeats. That bootstrap is computed here, the same way as
 :func:`specdec_lib.analysis.intervals.paired_speedup` with one block per repeat, because
 older checkouts' ``paired_speedup`` took other arguments.
 """
