@@ -18,6 +18,9 @@ n-gram drafter, greedy, one thread, the measured clock (each step costs what it 
 * ``high_load``: the same at a capacity of 256 rows and 256 requests a stream (mix "all";
   off, k = 4 and goodput), where the running batch grows past chapter 10's static batches:
   its ``rows``, ``ratios`` and ``crossings`` (the rate where k = 4 stops paying);
+* ``closed_loop``: the same three policies with N users who each send their next request
+  when the last one is done (no think time), so the running batch is about N: the ratios
+  by N, and the N where k = 4 stops paying;
 * ``shift``: a stream whose mix turns from input-grounded to fresh text halfway, each
   request's arrival and latency, per policy;
 * ``simulator``: the same server on the modelled clock against the measured one, on a mix
@@ -46,7 +49,7 @@ from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.analysis.serving import fit_step_costs, stream_ratio, summarize
 from specdec_lib.engine.policies import DisableAbove, FixedK, Off
 from specdec_lib.engine.server import ModelledClock, serve
-from specdec_lib.engine.traffic import poisson_stream
+from specdec_lib.engine.traffic import ClosedLoop, mixed_requests, poisson_stream
 
 OUT = RESULTS_DIR / "serve_sweep.json"
 ALL = {"copy": 1.0, "edit": 1.0, "answer": 1.0, "novel": 1.0}
@@ -56,8 +59,10 @@ MIXES = {
     "all": ALL,
 }
 RATES = [10, 25, 50, 100, 200, 400]
-SEEDS = [11, 12, 13, 14, 15, 16]
+SEEDS = [11, 12, 13, 14, 15]
 HIGH = {"capacity": 256, "requests": 256, "rates": [50, 100, 200, 400, 800], "seeds": [11, 12, 13]}
+#: Closed loop: N users, no think time; a stream of max(least, per_user * N) requests.
+CLOSED = {"users": [8, 32, 128, 256], "requests_per_user": 2, "least_requests": 64}
 SIM_SEEDS = [21, 22]
 SHIFT_RATE = 50.0  # requests a second in the traffic-shift stream
 SMALL = {
@@ -67,6 +72,7 @@ SMALL = {
     "sim_seeds": [21],
     "shift": 40,
     "high": {"capacity": 48, "requests": 48, "rates": [100, 400], "seeds": [11, 12]},
+    "closed": {"users": [4, 32], "requests_per_user": 2, "least_requests": 16},
 }
 
 
@@ -88,10 +94,12 @@ def main() -> None:
     args = p.parse_args()
     if args.small and args.out is None:
         p.error("--small needs --out: a check must not overwrite the committed results")
-    rates, seeds, sim_seeds, high = RATES, SEEDS, SIM_SEEDS, HIGH
+    rates, seeds, sim_seeds, high, closed = RATES, SEEDS, SIM_SEEDS, HIGH, CLOSED
     if args.small:
         args.requests, args.shift = SMALL["requests"], SMALL["shift"]
-        rates, seeds, sim_seeds, high = (SMALL[k] for k in ("rates", "seeds", "sim_seeds", "high"))
+        rates, seeds, sim_seeds, high, closed = (
+            SMALL[k] for k in ("rates", "seeds", "sim_seeds", "high", "closed")
+        )
     torch.set_num_threads(1)
     stamp, start = run_stamp(), time.perf_counter()
     target = load_model("target")
@@ -124,17 +132,24 @@ def main() -> None:
     print("step cost fit:", fit)
     policies = [Off(), FixedK(4), DisableAbove(4, 8), GoodputK(fit, max_k=6)]
 
-    def sweep(mixes, rates, seeds, policies, n, capacity, label):
+    def open_loop(n):
+        return lambda mix, rate, seed: poisson_stream(rate, n, seed, MIXES[mix], params)
+
+    def closed_loop(mix, users, seed):
+        n = max(closed["least_requests"], closed["requests_per_user"] * users)
+        return ClosedLoop(mixed_requests(MIXES[mix], n, seed, params), users)
+
+    def sweep(mixes, rates, seeds, policies, make_stream, capacity, label):
         """Every policy on the same streams, back to back, order rotated; each request's
-        output checked equal across policies (greedy: speculation never changes the text)."""
+        output checked equal across policies (greedy: speculation never changes the text).
+        ``rates`` are arrival rates for an open loop, numbers of users for a closed one."""
         rows, latencies = [], {}
         cells = [(m, r, s) for m in mixes for r in rates for s in seeds]
         for i, (mix, rate, seed) in enumerate(tqdm(cells, desc=label)):
             outputs = None
             order = policies[i % len(policies) :] + policies[: i % len(policies)]
             for policy in order:
-                stream = poisson_stream(rate, n, seed, MIXES[mix], params)
-                result = run(stream, policy, capacity=capacity)
+                result = run(make_stream(mix, rate, seed), policy, capacity=capacity)
                 got = {s.request.id: s.output for s in result.served}
                 if outputs is not None and got != outputs:
                     raise AssertionError(f"{policy.name} changed an output: {mix}, {rate}, {seed}")
@@ -167,7 +182,9 @@ def main() -> None:
         return ratios, crossings
 
     # 2. The sweep.
-    rows, requests = sweep(MIXES, rates, seeds, policies, args.requests, args.capacity, "sweep")
+    rows, requests = sweep(
+        MIXES, rates, seeds, policies, open_loop(args.requests), args.capacity, "sweep"
+    )
     cells = [(m, r, s) for m in MIXES for r in rates for s in seeds]
 
     # The simulator on the sweep's own streams, every policy (deterministic: no stopwatch).
@@ -190,12 +207,26 @@ def main() -> None:
         high["rates"],
         high["seeds"],
         high_policies,
-        high["requests"],
+        open_loop(high["requests"]),
         high["capacity"],
         "high load",
     )
     high_ratios, high_crossings = compare(
         ["all"], high["rates"], high["seeds"], high_policies, high_latencies
+    )
+    # A closed loop: N users, each sending its next request when the last is done, so the
+    # running batch is about N whatever the policy (the crossing in users is a batch size).
+    closed_rows, closed_latencies = sweep(
+        ["all"],
+        closed["users"],
+        high["seeds"],
+        high_policies,
+        closed_loop,
+        high["capacity"],
+        "closed loop",
+    )
+    closed_ratios, closed_crossings = compare(
+        ["all"], closed["users"], high["seeds"], high_policies, closed_latencies
     )
 
     # 4. A traffic shift: input-grounded requests, then fresh text from halfway.
@@ -262,6 +293,15 @@ def main() -> None:
         "crossings": crossings,
         "high_load": high
         | {"mix": "all", "rows": high_rows, "ratios": high_ratios, "crossings": high_crossings},
+        "closed_loop": closed
+        | {
+            "mix": "all",
+            "seeds": high["seeds"],
+            "capacity": high["capacity"],
+            "rows": closed_rows,
+            "ratios": closed_ratios,
+            "crossings": closed_crossings,
+        },
         "shift": {"rate": SHIFT_RATE, "requests": args.shift, "rows": shift_rows},
         "simulator": {"mix": ALL, "seeds": sim_seeds, "rows": simulator},
         "modelled_rows": modelled_rows,

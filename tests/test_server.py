@@ -22,6 +22,7 @@ from specdec_lib.engine.policies import DisableAbove, FixedK, Off
 from specdec_lib.engine.sampling import process_logits
 from specdec_lib.engine.server import ModelledClock, Request, serve
 from specdec_lib.engine.traffic import (
+    ClosedLoop,
     OpenLoop,
     mixed_requests,
     poisson_arrivals,
@@ -108,6 +109,18 @@ def test_a_finished_request_leaves_at_once_and_a_waiting_one_takes_its_row(targe
     # After the second-to-last request is done, the last one decodes alone.
     after = [s for s in decodes if s.end > ends[-2]]
     assert after and all(s.batch == 1 for s in after), last.request.id
+
+
+def test_a_closed_loop_sends_each_users_next_request_when_the_last_is_done(target, requests):
+    traffic = ClosedLoop(requests[:9], users=3)
+    run = serve(target, traffic, FixedK(2), lambda r: NgramDrafter(), capacity=8)
+    assert len(run.served) == 9
+    # At most 3 requests are ever in flight: the users'.
+    assert max(s.batch for s in run.steps) <= 3
+    by_arrival = sorted(run.served, key=lambda s: s.request.arrival)
+    assert [s.request.arrival for s in by_arrival[:3]] == [0.0, 0.0, 0.0]
+    finishes = sorted(s.finished for s in run.served)
+    assert all(s.request.arrival in finishes for s in by_arrival[3:])
 
 
 def test_a_bad_request_is_reported_and_the_others_finish(target, requests, alone):
@@ -243,6 +256,7 @@ def test_a_recent_collapse_in_acceptance_is_seen_within_five_rounds():
         (lambda: poisson_arrivals(0, 5, 1), "rate"),
         (lambda: poisson_arrivals(-1.0, 5, 1), "rate"),
         (lambda: OpenLoop([]), "requests"),
+        (lambda: ClosedLoop([], 2), "requests"),
         (lambda: mixed_requests({"chat": 1}, 3, 1, PARAMS), "mix"),
         (lambda: mixed_requests({"copy": 0}, 3, 1, PARAMS), "mix"),
         (lambda: poisson_stream(1.0, 0, 1, MIX, PARAMS), "n"),
@@ -288,6 +302,9 @@ def test_traffic_says_when_the_next_request_is_due(requests):
     first = min(r.arrival for r in requests[:3])
     assert stream.next_arrival() == first and stream.arrivals(first - 1e-9) == []
     assert len(stream.arrivals(float("inf"))) == 3 and stream.next_arrival() is None
+    users = ClosedLoop(requests[:3], users=1, think=0.5)
+    assert [r.id for r in users.arrivals(0.0)] == [requests[0].id]
+    assert users.next_arrival() is None  # the one user waits for its answer
 
 
 def test_the_step_cost_fit_recovers_a_known_model_and_summaries_add_up(target, requests):

@@ -3,6 +3,9 @@
 * :class:`OpenLoop`: requests arrive at times fixed in advance, whatever the server does
   (:func:`poisson_stream`: a seeded Poisson process at rate λ, the usual model of many
   independent users); if the server falls behind, the queue grows.
+* :class:`ClosedLoop`: N users, each sending its next request when the last one is done
+  (after a think time): the load adapts to the server, as a benchmark with N concurrent
+  clients does.
 
 A stream's requests come from a workload mix (copy, edit, answer, novel: what the target
 writes, :mod:`specdec_lib.text.language`), and a mix may change at a given time (a traffic
@@ -49,6 +52,30 @@ class OpenLoop(_Due):
 
     def finished(self, served: Served, now: float) -> None:
         """An open loop does not wait for answers."""
+
+
+class ClosedLoop(_Due):
+    """``users`` clients, each sending its next request ``think`` seconds after its last one
+    is done; the requests are sent in order, the first ``users`` of them at time 0."""
+
+    def __init__(self, requests: Sequence[Request], users: int, think: float = 0.0) -> None:
+        if not requests:
+            raise ValueError("requests must hold at least 1 request, got an empty stream")
+        check_int("users", users)
+        self.think = check_real("think", think, "a number >= 0", lambda v: v >= 0)
+        self.requests = list(requests)
+        self._queue = deque(self.requests)
+        self._due = deque()
+        for _ in range(min(users, len(self._queue))):
+            self._send(0.0)
+
+    def _send(self, at: float) -> None:
+        if self._queue:
+            r = self._queue.popleft()
+            self._due.append(Request(r.id, r.prompt, r.params, at, r.workload))
+
+    def finished(self, served: Served, now: float) -> None:
+        self._send(now + self.think)
 
 
 def poisson_arrivals(rate: float, n: int, seed: int) -> list[float]:
