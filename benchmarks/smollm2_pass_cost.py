@@ -33,7 +33,7 @@ from specdec_lib.analysis.timing import time_batched_passes, time_median, time_p
 from specdec_lib.checks import check_int
 from specdec_lib.engine.smollm2 import load_smollm2
 
-from harness import Benchmark
+from harness import Benchmark, ints
 
 CONTEXT = 256
 POSITIONS = [1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32]
@@ -69,12 +69,13 @@ def peak_rates(buffer_mb: int = 256) -> PeakRates:
     return PeakRates(bandwidth=2 * n * 4 / copy_s, flops=2 * 512 * 1024 * 1024 / mm_s)
 
 
-def measure(model: torch.nn.Module, repeats: int) -> dict:
-    """Both sweeps of one model, as ``{"positions": {T: timing}, "batch": {"B,T": timing}}``."""
-    positions = time_passes(model, POSITIONS, context_len=CONTEXT, repeats=repeats, warmup=2)
+def measure(model: torch.nn.Module, repeats: int, new=POSITIONS, batches=BATCHES) -> dict:
+    """Both sweeps of one model, as ``{"positions": {T: timing}, "batch": {"B,T": timing}}``,
+    over ``new`` positions T and ``batches`` B."""
+    positions = time_passes(model, new, context_len=CONTEXT, repeats=repeats, warmup=2)
     gen = torch.Generator().manual_seed(0)
     context = torch.randint(0, model.config.vocab_size, (CONTEXT,), generator=gen).tolist()
-    cells = [(b, t) for b in BATCHES for t in (1, VERIFY)]
+    cells = [(b, t) for b in batches for t in (1, VERIFY)]
     batch = time_batched_passes(model, cells, context, repeats=repeats, warmup=2)
     return {
         "parameters": model.num_parameters(),
@@ -85,7 +86,10 @@ def measure(model: torch.nn.Module, repeats: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    bench = Benchmark("smollm2_pass_cost", __doc__, small={"repeats": 1}, repeats=9)
+    small = {"repeats": 1, "positions": [1, VERIFY], "batches": [1, 2]}
+    bench = Benchmark("smollm2_pass_cost", __doc__, small=small, repeats=9)
+    bench.add("--positions", type=ints, default=POSITIONS, help="new positions a pass scores")
+    bench.add("--batches", type=ints, default=BATCHES, help="sequences a batched pass holds")
     args = bench.parse(argv)
     models = {"smollm2": lambda: load_smollm2(512), "tinygpt": lambda: load_model("target")}
     result: dict = {
@@ -99,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     for name, load in models.items():
         with torch.inference_mode():
-            result["models"][name] = measure(load(), args.repeats)
+            result["models"][name] = measure(load(), args.repeats, args.positions, args.batches)
         print(f"{name}: {bench.seconds():.0f} s", flush=True)
     result["peaks_after"] = asdict(peak_rates())
     result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
