@@ -4,9 +4,9 @@ benchmark or another module of the library.
 A public name is one a module defines at its top level (function, class, constant or
 type alias) without a leading underscore, and every public method of a public class.
 "Used" means it appears as code, not prose: a name read (a variable assigned is not a
-use of the library's name), an attribute, an imported name or a
-keyword argument, or a string that is nothing but a (dotted) name (``getattr``,
-``show_source("...")``), in a code cell of ``chapters/*.ipynb``, in ``chapters/*.py``,
+use of the library's name), an attribute, an imported name or a keyword argument, or a
+string that is nothing but a (dotted) name (``getattr``, ``show_source("...")``), in a
+code cell of ``chapters/*.ipynb``, in ``chapters/*.py``,
 ``scripts/*.py`` or ``benchmarks/*.py``, or in a library module other than the one that
 defines it (a name another module needs is part of its module's interface:
 ``tests/test_layout.py`` refuses a private name used across modules).
@@ -206,3 +206,17 @@ def test_the_scan_sees_code_not_prose_and_finds_the_library_s_names():
 def test_every_public_name_of_the_library_is_used_outside_its_own_module():
     unused = unused_public_names()
     assert unused == []
+
+
+def test_a_name_only_tests_use_is_unused_unless_its_own_module_uses_it_too(monkeypatch):
+    key = "analysis/hypothesis.py:first_tokens"
+    tests_only = {TESTS: {"first_tokens"}}
+    monkeypatch.setitem(
+        globals(), "used_names", lambda patterns=USERS: tests_only.get(patterns, set())
+    )
+    monkeypatch.setitem(globals(), "_library_uses", lambda: {"analysis/hypothesis.py": set()})
+    assert key in unused_public_names()  # dead code a test keeps alive
+    monkeypatch.setitem(
+        globals(), "_library_uses", lambda: {"analysis/hypothesis.py": {"first_tokens"}}
+    )
+    assert key not in unused_public_names()  # an internal step a test checks on its own
