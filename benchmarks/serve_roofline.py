@@ -17,24 +17,19 @@ Run: ``python benchmarks/serve_roofline.py`` (about 10 minutes); writes
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import time
-from pathlib import Path
 
-import torch
 from tqdm import tqdm
 
 from specdec_lib import NgramDrafter, SamplingParams, load_model
 from specdec_lib.analysis.goodput import GoodputK
-from specdec_lib.analysis.provenance import run_stamp
-from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.analysis.serving import RooflineStepCost, summarize
 from specdec_lib.engine.policies import DisableAbove, FixedK, Off
 from specdec_lib.engine.server import ModelledClock, serve
 from specdec_lib.engine.traffic import poisson_stream
 
-OUT = RESULTS_DIR / "serve_roofline.json"
+from harness import Benchmark
+
 MIX = {"copy": 1.0, "edit": 1.0, "answer": 1.0, "novel": 1.0}
 RATES = [5, 10, 20, 40, 80, 160, 320, 640, 1280]
 CONTEXTS = [512, 8192]
@@ -43,21 +38,13 @@ LATENCY_TARGET = 1.0  # seconds; a 48-token answer takes about 0.4 s alone on th
 SMALL = {"requests": 16, "rates": [5, 640], "seeds": [21]}
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--requests", type=int, default=120)
-    p.add_argument("--tokens", type=int, default=48)
-    p.add_argument("--capacity", type=int, default=128)
-    p.add_argument("--small", action="store_true", help=f"a quick check: {SMALL}")
-    p.add_argument("--out", type=Path, default=None)
-    args = p.parse_args()
-    if args.small and args.out is None:
-        p.error("--small needs --out: a check must not overwrite the committed results")
-    rates, seeds = RATES, SEEDS
-    if args.small:
-        args.requests, rates, seeds = SMALL["requests"], SMALL["rates"], SMALL["seeds"]
-    torch.set_num_threads(1)
-    stamp, start = run_stamp(), time.perf_counter()
+def main(argv: list[str] | None = None) -> None:
+    bench = Benchmark("serve_roofline", __doc__, small=SMALL)
+    bench.add("--requests", type=int, default=120)
+    bench.add("--tokens", type=int, default=48)
+    bench.add("--capacity", type=int, default=128)
+    args = bench.parse(argv)
+    rates, seeds = getattr(args, "rates", RATES), getattr(args, "seeds", SEEDS)  # --small
     target = load_model("target")
     params = SamplingParams(max_tokens=args.tokens)
     rows = []
@@ -95,8 +82,6 @@ def main() -> None:
                         | summarize(run, LATENCY_TARGET)
                     )
     result = {
-        "stamp": stamp,
-        "command": "python benchmarks/serve_roofline.py" + (" --small" if args.small else ""),
         "model": dataclasses.asdict(RooflineStepCost()),
         "drafter": "n-gram (n=1..4)",
         "mix": MIX,
@@ -108,10 +93,8 @@ def main() -> None:
         "rates": rates,
         "seeds": seeds,
         "rows": rows,
-        "seconds": round(time.perf_counter() - start, 1),
     }
-    save_result(args.out or OUT, result)
-    print(f"wrote {args.out or OUT} in {result['seconds']} s")
+    bench.save(result)
 
 
 if __name__ == "__main__":

@@ -33,25 +33,21 @@ Run: ``python benchmarks/serve_sweep.py`` (about 20 minutes on one quiet core); 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import time
-from pathlib import Path
 
-import torch
 from tqdm import tqdm
 
 from specdec_lib import NgramDrafter, SamplingParams, load_model
 from specdec_lib.analysis.crossover import log_crossing
 from specdec_lib.analysis.goodput import GoodputK
-from specdec_lib.analysis.provenance import busy_report, run_stamp
-from specdec_lib.analysis.results import RESULTS_DIR, save_result
 from specdec_lib.analysis.serving import fit_step_costs, stream_ratio, summarize
 from specdec_lib.engine.policies import DisableAbove, FixedK, Off
 from specdec_lib.engine.server import ModelledClock, serve
 from specdec_lib.engine.traffic import ClosedLoop, mixed_requests, poisson_stream
 
-OUT = RESULTS_DIR / "serve_sweep.json"
+from harness import Benchmark
+
 ALL = {"copy": 1.0, "edit": 1.0, "answer": 1.0, "novel": 1.0}
 MIXES = {
     "grounded": {"copy": 1.0, "edit": 1.0, "answer": 1.0},
@@ -82,26 +78,24 @@ def timed_serve(target, stream, policy, capacity, clock=None) -> tuple[object, f
     return run, time.perf_counter() - wall, time.process_time() - cpu
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--requests", type=int, default=60)
-    p.add_argument("--tokens", type=int, default=48)
-    p.add_argument("--capacity", type=int, default=64)
-    p.add_argument("--latency-target", type=float, default=0.25)
-    p.add_argument("--shift", type=int, default=160, help="requests in the traffic-shift stream")
-    p.add_argument("--small", action="store_true", help=f"a quick check: {SMALL}")
-    p.add_argument("--out", type=Path, default=None)
-    args = p.parse_args()
-    if args.small and args.out is None:
-        p.error("--small needs --out: a check must not overwrite the committed results")
-    rates, seeds, sim_seeds, high, closed = RATES, SEEDS, SIM_SEEDS, HIGH, CLOSED
-    if args.small:
-        args.requests, args.shift = SMALL["requests"], SMALL["shift"]
-        rates, seeds, sim_seeds, high, closed = (
-            SMALL[k] for k in ("rates", "seeds", "sim_seeds", "high", "closed")
+def main(argv: list[str] | None = None) -> None:
+    bench = Benchmark("serve_sweep", __doc__, small=SMALL)
+    bench.add("--requests", type=int, default=60)
+    bench.add("--tokens", type=int, default=48)
+    bench.add("--capacity", type=int, default=64)
+    bench.add("--latency-target", type=float, default=0.25)
+    bench.add("--shift", type=int, default=160, help="requests in the traffic-shift stream")
+    args = bench.parse(argv)
+    rates, seeds, sim_seeds, high, closed = (
+        getattr(args, k, v)  # --small sets them
+        for k, v in (
+            ("rates", RATES),
+            ("seeds", SEEDS),
+            ("sim_seeds", SIM_SEEDS),
+            ("high", HIGH),
+            ("closed", CLOSED),
         )
-    torch.set_num_threads(1)
-    stamp, start = run_stamp(), time.perf_counter()
+    )
     target = load_model("target")
     params = SamplingParams(max_tokens=args.tokens)
     walls, cpus = [], []
@@ -274,9 +268,7 @@ def main() -> None:
                 )
 
     result = {
-        "stamp": stamp,
-        "load": busy_report(walls, cpus, threads=1),
-        "command": "python benchmarks/serve_sweep.py" + (" --small" if args.small else ""),
+        "load": bench.load(wall=walls, cpu=cpus),
         "drafter": "n-gram (n=1..4)",
         "threads": 1,
         "requests": args.requests,
@@ -305,10 +297,8 @@ def main() -> None:
         "shift": {"rate": SHIFT_RATE, "requests": args.shift, "rows": shift_rows},
         "simulator": {"mix": ALL, "seeds": sim_seeds, "rows": simulator},
         "modelled_rows": modelled_rows,
-        "seconds": round(time.perf_counter() - start, 1),
     }
-    save_result(args.out or OUT, result)
-    print(f"wrote {args.out or OUT} in {result['seconds']} s; load: {result['load']}")
+    bench.save(result)
 
 
 if __name__ == "__main__":
