@@ -3,6 +3,7 @@ equals decoding it, greedy tree speculation equals plain decoding, and the multi
 is exact by enumeration (its two plausible bugs are not)."""
 
 import functools
+import random
 
 import numpy as np
 import pytest
@@ -426,3 +427,19 @@ def test_medusas_63_node_tree_runs_through_tree_speculative_generate():
         tree_speculative_generate(target, drafter, ids, params, 5)  # 93 nodes > 32
     out = tree_speculative_generate(target, drafter, ids, params, 5, max_nodes=93)
     assert out == generate(target, ids, params)
+
+
+def test_the_tries_search_finds_every_earlier_occurrence_longest_and_latest_first():
+    def brute(context, length, max_n=4):  # every window, compared token by token
+        out = []
+        for n in range(min(max_n, len(context) - 1), 0, -1):
+            for s in range(len(context) - n - 1, -1, -1):
+                if context[s : s + n] == context[len(context) - n :]:
+                    out.append(context[s + n : s + n + length])
+        return out
+
+    rng = random.Random(0)
+    for _ in range(500):
+        vocab = rng.choice([2, 3, 50, 70000])  # ids past 2**16 take every byte of a C int
+        context = [rng.randrange(vocab) for _ in range(rng.randint(1, 40))]
+        assert NgramTreeDrafter().continuations(context, 5) == brute(context, 5)

@@ -5,7 +5,7 @@ from (the residual rule divides by it). Prompt lookup needs no model; a draft mo
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -93,7 +93,13 @@ class NgramDrafter(LibraryDrafter):
         self.name = f"n-gram (n={min_n}..{max_n})"
 
     def find_match(self, context: Sequence[int]) -> tuple[int, int] | None:
-        """``(start, n)`` of the latest earlier occurrence of the longest matching suffix.
+        """``(start, n)`` of the latest earlier occurrence of the longest matching suffix."""
+        return next(self.matches(context), None)
+
+    def matches(self, context: Sequence[int]) -> Iterator[tuple[int, int]]:
+        """``(start, n)`` of every earlier occurrence of a suffix of the context: the
+        longest suffix first, and each suffix's occurrences latest first (a tree drafter
+        reads on past the first; the chain stops at it, so it pays for one search).
 
         The search runs every round, so it runs at C speed: each id becomes a C unsigned int and
         ``bytes.rfind`` looks for the suffix's bytes, accepting a hit only where it starts
@@ -107,9 +113,8 @@ class NgramDrafter(LibraryDrafter):
             end = w * (L - 1)
             while (hit := data.rfind(suffix, 0, end)) >= 0:
                 if hit % w == 0:
-                    return hit // w, n
-                end = hit + len(suffix) - 1  # a hit across a token boundary: look earlier
-        return None
+                    yield hit // w, n
+                end = hit + len(suffix) - 1  # look earlier (a hit may overlap the last)
 
     def draft(self, context: list[int], k: int, params: Params, generator: Generator) -> Proposal:
         match = self.find_match(context) if k > 0 else None

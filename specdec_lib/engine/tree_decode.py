@@ -14,11 +14,10 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-import numpy as np
 import torch
 
 from specdec_lib.checks import check_int, check_prompts
-from specdec_lib.engine.drafters import DraftModelDrafter
+from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter
 from specdec_lib.engine.generate import SpeculationStats, speculate
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
@@ -100,6 +99,7 @@ class NgramTreeDrafter:
         self.min_n = check_int("min_n", min_n)
         self.max_n = check_int("max_n", max_n, min_n)
         self.max_paths = None if max_paths is None else check_int("max_paths", max_paths)
+        self._lookup = NgramDrafter(self.max_n, self.min_n)
         kind = "chain" if max_paths == 1 else "tree"
         self.name = f"n-gram {kind} ({max_nodes} nodes)"
 
@@ -108,16 +108,12 @@ class NgramTreeDrafter:
         return list(self._continuations(context, length))
 
     def _continuations(self, context: Sequence[int], length: int) -> Iterator[list[int]]:
-        """:meth:`continuations` one at a time, each suffix length searched only when the
-        longer ones are used up: a trie filled by its latest, longest match (every round on
-        copy) costs one search, as the chain's lookup does."""
-        ids = np.asarray(context)
-        L = len(ids)
-        for n in range(min(self.max_n, L - 1), self.min_n - 1, -1):
-            suffix = ids[L - n :]
-            windows = np.lib.stride_tricks.sliding_window_view(ids[: L - 1], n)  # each with a next
-            for s in np.flatnonzero((windows == suffix).all(1))[::-1]:
-                yield ids[s + n : s + n + length].tolist()
+        """:meth:`continuations` one at a time, found by the chain's own search
+        (:meth:`~specdec_lib.engine.drafters.NgramDrafter.matches`), each occurrence only
+        when the ones before it are used up: a trie filled by its latest, longest match
+        (every round on copy) costs one search, as the chain's lookup does."""
+        for start, n in self._lookup.matches(context):
+            yield list(context[start + n : start + n + length])
 
     def draft_tree(
         self,
