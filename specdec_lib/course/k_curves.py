@@ -4,8 +4,9 @@ A row of ``benchmarks/tokens_per_pass.py`` holds, for one workload, drafter and 
 pooled counts, their interval over prompts and the counts per draft position. From the
 row at the largest k this module reads the rates the models need, and draws both:
 
-* the textbook model, E(α, k) = (1 − α^(k+1)) / (1 − α), with α the share of first
-  drafts kept (position 0): every draft kept independently with the same probability;
+* the textbook model, E(α, k) = (1 − α^(k+1)) / (1 − α), drawn at α = r₀, the share of
+  first drafts kept (position 0; ``alpha0``): every draft kept independently with the
+  same probability, which under that model r₀ estimates;
 * the same sum with a rate per position (:func:`~specdec_lib.analysis.theory.kept_prefix_rates`):
   independence dropped, every round still assumed to draft k tokens.
 
@@ -100,7 +101,7 @@ def plot_k_curves(curves: Sequence[KCurves], title: str) -> Figure:
             c.textbook,
             color=COLORS["baseline"],
             linestyle="--",
-            label="textbook E(α, k), α = first draft's rate",
+            label="textbook E(α, k) at α = r₀, the first draft's rate",
         )
         ax.plot(
             c.ks,
@@ -110,7 +111,7 @@ def plot_k_curves(curves: Sequence[KCurves], title: str) -> Figure:
             label="a rate per position, full drafts",
         )
         ax.axhline(1, color=COLORS["baseline"], linestyle=":", linewidth=1, label="plain decoding")
-        ax.set_title(f'"{c.workload}" (α = {c.alpha0:.2f})', fontsize=10)
+        ax.set_title(f'"{c.workload}" (r₀ = {c.alpha0:.2f})', fontsize=10)
         ax.set_xscale("log", base=2)
         ax.set_xticks([k for k in c.ks if k & (k - 1) == 0])
         ax.set_xticklabels([str(k) for k in c.ks if k & (k - 1) == 0])
