@@ -276,13 +276,15 @@ def speculation_round(
         row, tree, end = rows[b], drafted[b], len(fed[b]) - width + scored
         first = end - len(tree) - 1  # the row scoring the root's children
         path, emitted = _verify(logits[b, first:end], tree, row.params, generator, walk)
+        if reads_hidden[b]:  # the states of what this round settled: the context fed, the path
+            n_fed = len(row.seq) - cached[b]
+            settled = [*range(n_fed), *(n_fed + i for i in path)]
+            row.drafter.observe(hidden[b, settled], len(row.seq) + len(emitted))
         if cache is not None:  # a chain's path is already where decoding puts it
             trees.keep_path(cache, b, len(row.seq), path)
         keep[b] = len(row.seq) + len(path)  # pending + accepted; the rest rolls back
         row.seq += emitted
         row.rounds.append((len(tree), len(path)))
-        if reads_hidden[b]:  # heads read the state that produced the new pending token
-            row.drafter.observe(hidden[b, first + (path[-1] + 1 if path else 0)], len(row.seq))
         if stats is not None:  # the shared pass counts once, with the first request
             kept = None if cache is None else keep[b]
             r = RoundRecord(tree.tokens, len(path), emitted, row.k, kept)

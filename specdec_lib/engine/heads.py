@@ -85,8 +85,9 @@ class HeadsTreeDrafter:
         self.hidden_for = -1  # the context length the hidden state belongs to
 
     def observe(self, hidden: torch.Tensor, context_length: int) -> None:
-        """The final hidden state (n_embd,) that produced the last token of a context."""
-        self.hidden, self.hidden_for = hidden, context_length
+        """The final hidden states (n, n_embd) of the last positions of a context (or one
+        state, (n_embd,)): the heads read the last, which produced the context's last token."""
+        self.hidden, self.hidden_for = hidden.reshape(-1, hidden.shape[-1])[-1], context_length
 
     @torch.inference_mode()
     def draft_tree(

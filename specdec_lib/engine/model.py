@@ -299,6 +299,7 @@ class TinyGPT(nn.Module):
         logits_to_keep: int = 0,
         layout: Layout | None = None,
         hidden: bool = False,
+        embeds: torch.Tensor | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Logits for the positions of ``idx`` (B, T) -> (B, T, vocab_size).
 
@@ -309,10 +310,17 @@ class TinyGPT(nn.Module):
         Face: a prefill needs one row of the output head, the largest matrix here.
         A ``layout`` (cached only) places the new tokens otherwise than in a line: a
         token tree (:mod:`.tree`). ``hidden=True`` also returns the final normed hidden
-        states of the scored positions, (B, T or logits_to_keep, n_embd), which draft
-        heads read.
+        states of every fed position, (B, T, n_embd), which drafters that read the
+        target's state use (Medusa's heads, EAGLE): normalising all T rows costs little
+        beside the pass, and a drafter with its own cache needs the prompt's states too.
+        ``embeds`` (B, T, n_embd) replaces the embeddings of ``idx``, which still gives the
+        shape: EAGLE's head (:mod:`.eagle`) feeds a token joined with a feature.
         """
         B, T = check_forward(idx, cache, logits_to_keep, self.config.block_size)
+        if embeds is not None and tuple(embeds.shape) != (B, T, self.config.n_embd):
+            raise ValueError(
+                f"embeds must have shape {(B, T, self.config.n_embd)}, got {tuple(embeds.shape)}"
+            )
         before = None
         if cache is None:
             if layout is not None:
@@ -333,14 +341,16 @@ class TinyGPT(nn.Module):
                 pos, mask, before = layout.check(B, T, max(cache.lengths))
         cos = self.rope_cos[pos][:, None]  # (B, 1, T, hs)
         sin = self.rope_sin[pos][:, None]  # (B, 1, T, hs)
-        x = self.model.embed_tokens(idx)  # (B, T, C)
+        x = self.model.embed_tokens(idx) if embeds is None else embeds  # (B, T, C)
         for block, kv in zip(self.model.layers, kvs, strict=True):
             x = block(x, cos, sin, kv, slots, mask, before)
+        if hidden:
+            states = self.model.norm(x)  # (B, T, C)
+            logits = self.lm_head(states[:, -logits_to_keep:] if logits_to_keep else states)
+            return logits, states
         if logits_to_keep:
             x = x[:, -logits_to_keep:]
-        x = self.model.norm(x)
-        logits = self.lm_head(x)  # (B, T or logits_to_keep, vocab_size)
-        return (logits, x) if hidden else logits
+        return self.lm_head(self.model.norm(x))  # (B, T or logits_to_keep, vocab_size)
 
 
 def early_exit(model: TinyGPT, layers: int) -> TinyGPT:
