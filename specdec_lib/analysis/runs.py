@@ -73,9 +73,19 @@ def per_prompt_speculation(
     return out
 
 
-def pooled_speculation(*args, **kwargs) -> SpeculationStats:
-    """:func:`per_prompt_speculation`'s counts (same arguments) pooled in one stats object."""
-    return pooled(per_prompt_speculation(*args, **kwargs))
+def pooled_speculation(
+    target: TinyGPT,
+    make_drafter: Callable[[], Drafter],
+    prompts: Sequence[Sequence[int]],
+    params: SamplingParams,
+    k: int,
+    seed: int | None = None,
+    check_greedy: bool = False,
+) -> SpeculationStats:
+    """:func:`per_prompt_speculation`'s counts pooled in one stats object."""
+    return pooled(
+        per_prompt_speculation(target, make_drafter, prompts, params, k, seed, check_greedy)
+    )
 
 
 def pooled(per_prompt: Sequence[SpeculationStats]) -> SpeculationStats:

@@ -15,6 +15,7 @@ other timers are thin uses of it, and the intervals read what it returns.
   :func:`specdec_lib.analysis.batch_steps.time_batch_decode_steps`.)
 * :func:`time_inside`, :func:`batch_time_parts`: one call split into time inside the
   models' forward passes and the host's own work (forward hooks, not a loop).
+  What a benchmark adds around the loop (its load check) is ``benchmarks/harness.py``'s.
 * Not here: the bootstrap intervals on what the loop records (a comparison of two
   methods timed on the same prompts in the same repeats is the paired interval of
   their ratio, resampling prompts and blocks of repeats) are
