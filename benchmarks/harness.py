@@ -30,20 +30,26 @@ for the load check, ``bench.progress(repeats)`` for ``interleaved``'s progress,
 ``bench.seconds()`` for the elapsed time, and ``bench.save(result)`` or, for a result
 with ``checks``, ``bench.verdict(result)``. Intervals: :func:`interval` (an estimate as a
 dict) and :func:`binomial_interval` / :func:`rate` (the one binomial interval, Wilson).
-``run_stamp``, ``busy_report`` and ``save_result`` still live in the library because
-``serve_sweep.py`` and ``serve_roofline.py`` import them from there; once those two use
-this harness, the three move here (nothing else in the library or the chapters uses them).
+The stamp (:func:`run_stamp`), the load check (:func:`busy_report`) and the writing
+(:func:`save_result`) live here, not in the library: only benchmarks use them. The
+library keeps what chapters read: ``analysis.provenance.machine_stamp`` and
+``analysis.results`` (``RESULTS_DIR``, ``load_result``, ``writer``).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import math
 import os
 import shlex
+import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,11 +57,12 @@ import numpy as np
 import torch
 from scipy.stats import norm
 
+import specdec_lib
 from specdec_lib import SpeculationStats, generate, workload_prompts
 from specdec_lib.analysis.hypothesis import distribution_test
 from specdec_lib.analysis.intervals import tokens_per_pass_estimate
-from specdec_lib.analysis.provenance import busy_report, run_stamp
-from specdec_lib.analysis.results import RESULTS_DIR, save_result
+from specdec_lib.analysis.provenance import machine_stamp
+from specdec_lib.analysis.results import RESULTS_DIR
 from specdec_lib.analysis.runs import pooled
 from specdec_lib.text.language import WORKLOADS
 
@@ -72,6 +79,92 @@ SCENARIOS = {
     "novel": ("novel", 0.0),
     "novel T=1": ("novel", 1.0),
 }
+
+
+# The paths whose changes would change a measurement (a chapter's prose would not).
+_CODE = ("specdec_lib", "benchmarks/*.py", "scripts", "pyproject.toml")
+
+
+def library_stamp() -> dict[str, str]:
+    """Which code and weights made the numbers: package version, git commit (with
+    ``+dirty`` if the library, benchmarks or scripts had uncommitted changes), and a
+    digest of the weights manifest."""
+    root = ROOT
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", *_CODE],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        commit += "+dirty" if dirty else ""
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown (not a git checkout)"
+    try:
+        package = version("specdec_lib")
+    except PackageNotFoundError:
+        package = "unknown (not installed)"
+    manifest = Path(specdec_lib.__file__).resolve().parent / "weights" / "manifest.json"
+    weights = hashlib.sha256(manifest.read_bytes()).hexdigest()[:12] if manifest.exists() else ""
+    return {"specdec_lib": package, "commit": commit, "weights_manifest_sha256": weights}
+
+
+def run_stamp() -> dict[str, object]:
+    """Everything a results file must carry about where it came from."""
+    return {
+        **machine_stamp(),
+        **library_stamp(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def busy_report(
+    wall: Sequence[float], cpu: Sequence[float], threads: int, min_cpu_share: float = 0.9
+) -> dict[str, object]:
+    """Did other work disturb the run? Flags it, with the evidence.
+
+    Two signs: the 1-minute load average says more processes wanted to run than there
+    were cores (ours counts ``threads``), or a timed job's CPU time fell below
+    ``min_cpu_share`` of its wall time (with one thread, a job that is never
+    descheduled has CPU time equal to wall time). ``wall`` and ``cpu`` are the jobs'
+    times, in the same order.
+    """
+    if len(wall) != len(cpu) or not wall:
+        raise ValueError(f"wall and cpu must be non-empty and as long, got {len(wall)}, {len(cpu)}")
+    shares = [c / (w * threads) for w, c in zip(wall, cpu, strict=True) if w > 0]
+    load = os.getloadavg()[0]
+    cores = os.cpu_count() or 1
+    low = sum(1 for x in shares if x < min_cpu_share)
+    busy = load > cores + 0.5 or low > 0.05 * len(shares)
+    return {
+        "busy": busy,
+        "load_average_at_end": round(load, 2),
+        "cores": cores,
+        "median_cpu_share": round(statistics.median(shares), 3),
+        "jobs_below_cpu_share": low,
+        "jobs": len(shares),
+        "min_cpu_share": min_cpu_share,
+    }
+
+
+def save_result(path: Path, result: dict, strict: bool = False) -> None:
+    """Write a benchmark's ``result`` as JSON, with a warning if ``result["load"]`` says
+    the machine was busy; with ``strict``, refuse (``SystemExit``) instead of writing."""
+    load = result.get("load", {})
+    if load.get("busy"):
+        print(f"WARNING: the machine was busy during the run: {load}")
+        if strict:
+            raise SystemExit(f"--strict: {path} not written")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1) + "\n")
 
 
 def all_times(timed: Mapping[Hashable, JobTimes]) -> tuple[list[float], list[float]]:

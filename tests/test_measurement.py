@@ -15,9 +15,10 @@ from specdec_lib.analysis.intervals import (
     paired_speedup,
 )
 from specdec_lib.analysis.predictions import measure_unit_costs, request_log, unit_costs_from_result
-from specdec_lib.analysis.provenance import busy_report, library_stamp, run_stamp
 from specdec_lib.analysis.theory import CostAwareK
 from specdec_lib.analysis.timing import Timing, interleaved, time_inside
+
+from harness import busy_report, library_stamp, run_stamp
 
 
 def test_paired_speedup_recovers_a_known_ratio_and_its_interval_covers_prompt_spread():

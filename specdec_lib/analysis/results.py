@@ -105,15 +105,3 @@ def load_result(name: str) -> dict:
         raise ValueError(
             f"stored result {name!r} is not valid JSON ({resource}: {exc}); {how}"
         ) from exc
-
-
-def save_result(path: Path, result: dict, strict: bool = False) -> None:
-    """Write a benchmark's ``result`` as JSON, with a warning if ``result["load"]`` says
-    the machine was busy; with ``strict``, refuse (``SystemExit``) instead of writing."""
-    load = result.get("load", {})
-    if load.get("busy"):
-        print(f"WARNING: the machine was busy during the run: {load}")
-        if strict:
-            raise SystemExit(f"--strict: {path} not written")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1) + "\n")
