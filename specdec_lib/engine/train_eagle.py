@@ -9,22 +9,28 @@ The first command makes the self-distilled dataset if ``--data`` does not exist 
 or ``--minutes``, whichever ends first, and writes the head to ``--out`` (its SHA-256 and
 the GGUF's beside it) and the curve to ``--results``. The second is a smoke run.
 
-The recipe follows EAGLE-1 (Li et al. 2024; ``SafeAILab/EAGLE``, ``eagle/train/main.py``),
-in this course's words:
+The recipe follows EAGLE-1's training script (Li et al. 2024; ``SafeAILab/EAGLE``,
+``eagle/train/main.py``) and takes the draft vocabulary from EAGLE-3's
+(``eagle/traineagle3/cnets.py``), in this course's words and code:
 
-* **Loss**: a smooth-L1 between the head's guess of the next feature and the target's
-  (weight 1), plus the cross-entropy of the head's draft distribution against the
-  target's, both over the draft vocabulary (weight 0.1, EAGLE-1's ``p_w``). EAGLE-3
-  drops the feature loss because it trains on its own guesses ("training-time test"):
-  this head does not, and at inference it feeds its guessed feature back as the next
-  position's input, so the guess must stay close to a real feature. As in EAGLE-3, the
-  cross-entropy leaves out positions whose target argmax lies outside the draft
-  vocabulary (no draft token could agree there).
-* **Noise**: uniform noise on the input features (EAGLE-1's ``AddUniformNoise``), so the
-  head meets features a little off the target's, as its own guesses will be.
-* **Optimiser**: AdamW, warm-up then cosine decay over ``steps`` (the schedule does not
-  depend on the clock, so a run is deterministic; ``--minutes`` only stops it early),
-  gradients clipped at 0.5 (EAGLE's ``grad_clip``).
+* **Loss** (EAGLE-1's ``compute_loss``): a smooth-L1 between the head's guess of the next
+  feature and the target's (weight 1, its ``v_w``), plus the cross-entropy of the head's
+  draft distribution against the target's (weight 0.1, its ``p_w``). EAGLE-3 drops the
+  feature loss because it trains on its own guesses, seven steps deep ("training-time
+  test"): this head does not, and at inference it feeds its guessed feature back as the
+  next position's input, so the guess must stay close to a real feature. As in EAGLE-3,
+  the target's distribution is restricted to the draft vocabulary, and the
+  cross-entropy leaves out positions whose target argmax lies outside it (no draft token
+  could agree there: EAGLE-3's ``t2d[target_max_token]`` mask).
+* **Draft vocabulary** (EAGLE-3's ``scandata``, which counts the answers' tokens): the
+  ``draft_vocab`` tokens the target most often ranks first on the training answers.
+* **Noise** (EAGLE-1's ``AddUniformNoise``, width 0.2; EAGLE-1 also scales it by 512
+  over the sequence length, which this does not): uniform noise on the input features,
+  so the head meets features a little off the target's, as its own guesses will be.
+* **Optimiser**: AdamW with EAGLE-1's betas (0.9, 0.95) and its gradient clipping (each
+  gradient value to 0.5); warm-up then cosine decay over ``steps`` (the schedule does
+  not depend on the clock, so a run is deterministic; ``--minutes`` only stops it
+  early). EAGLE-1 trains a 7B model's head at 3e-5; this head is small and fresh, so 1e-3.
 
 The curve records, at every ``eval_every`` steps on held-out sequences (every 20th):
 the losses, top-1 agreement with the target's own argmax over its full vocabulary on the
@@ -71,7 +77,7 @@ _HELD_OUT_EVERY = 20  # sequence i is held out if i % 20 == 0
 @dataclass(frozen=True)
 class EagleTrainConfig:
     draft_vocab: int = 8192
-    steps: int = 6000  # the schedule's length; --minutes may stop sooner
+    steps: int = 2000  # the schedule's length; --minutes may stop sooner
     batch: int = 8  # sequences a step
     window: int = 384  # positions a sequence contributes at most (a random window)
     lr: float = 1e-3
@@ -80,7 +86,7 @@ class EagleTrainConfig:
     token_weight: float = 0.1  # EAGLE-1's p_w
     noise: float = 0.2  # width of the uniform noise on input features
     grad_clip: float = 0.5
-    eval_every: int = 500
+    eval_every: int = 200
     eval_chains: int = 64  # chains drafted at each evaluation
     seed: int = 0
 
@@ -120,9 +126,10 @@ def split(items: list) -> tuple[list, list]:
 
 
 def _token_counts(items: list, vocab_size: int) -> torch.Tensor:
-    """How often each target token is the target's argmax at a position: the draft
-    vocabulary should hold the tokens the target most often ranks first."""
-    return torch.bincount(torch.cat([x[2] for x in items]), minlength=vocab_size)
+    """How often each target token is the target's argmax at a position that predicts an
+    answer's token: the draft vocabulary should hold what the target most often writes."""
+    answers = [tops[max(0, n_prompt - 1) :] for _, _, tops, n_prompt, _ in items]
+    return torch.bincount(torch.cat(answers), minlength=vocab_size)
 
 
 def make_batch(
@@ -294,7 +301,7 @@ def train_eagle(
         loss = cfg.feature_weight * out["feature"] + cfg.token_weight * out["token"]
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+        torch.nn.utils.clip_grad_value_(params, cfg.grad_clip)
         opt.step()
         seen += int(out["n"])
         recent.append(
