@@ -295,3 +295,22 @@ def test_a_short_training_run_lowers_the_loss_and_its_checkpoint_round_trips(tar
     (tmp_path / eagle_info(tmp_path)["file"]).write_bytes(b"changed")
     with pytest.raises(RuntimeError, match="SHA-256"):
         load_eagle(target, "abc", tmp_path)
+
+
+def test_self_distillation_keeps_every_positions_feature_and_argmax(target):
+    from specdec_lib.engine.eagle_data import _distill_batch
+
+    prompts = [[5, 17, 42, 8, 99], [300, 12], [7, 7, 64, 2000, 11, 3, 9]]
+    params = SamplingParams(max_tokens=6)
+    plain = [generate(target, p, params) for p in prompts]
+    stop = {plain[0][2]}  # row 0 stops at its third token
+    rows = _distill_batch(target, prompts, SamplingParams(), stop, 6)
+    for b, (prompt, row) in enumerate(zip(prompts, rows, strict=True)):
+        tokens = row["tokens"].tolist()
+        expected = plain[b][: plain[b].index(plain[0][2]) + 1] if stop & set(plain[b]) else plain[b]
+        assert tokens == prompt + expected and int(row["n_prompt"]) == len(prompt)
+        with torch.inference_mode():
+            logits, states = target(torch.tensor([tokens[:-1]]), hidden=True)
+        assert row["feats"].dtype == torch.float16 and len(row["feats"]) == len(tokens) - 1
+        torch.testing.assert_close(row["feats"].float(), states[0], atol=2e-2, rtol=1e-2)
+        assert row["tops"].tolist() == logits[0].argmax(-1).tolist()

@@ -20,12 +20,12 @@ Choices, and why:
   tokens, nothing else. The head's guess goes through the target's final norm too, so what
   it feeds back lies where the target's features lie (unit RMS times the norm's weight).
 * **A reduced draft vocabulary** (EAGLE-3; FR-Spec, Zhao et al. 2025): the output layer
-  is the target's embedding rows of the ``V_d`` tokens most frequent in the training
-  data, tied and frozen, with ``d2t`` mapping draft ids to target ids. SmolLM2's full
-  output layer (49,152 x 576) is a fifth of the model; over 8,192 tokens a draft step
-  costs a few percent of a target step (``../shared/MEASURED.md``). A token outside the
-  draft vocabulary can never be drafted: sampled, q is zero there, which the residual
-  rule handles exactly (q is the distribution the draft really sampled from).
+  is the target's embedding rows of the ``V_d`` tokens the target most often ranks first
+  on the training answers, tied and frozen, with ``d2t`` mapping draft ids to target
+  ids. SmolLM2's full output layer (49,152 x 576) is a fifth of the model; over 8,192
+  tokens a draft step costs a few percent of a target step (``../shared/MEASURED.md``).
+  A token outside the draft vocabulary can never be drafted: sampled, q is zero there,
+  which the residual rule handles exactly (q is the distribution the draft sampled from).
 * **Its own KV cache**, rolled back like the target's: the positions whose true features
   the target settled are computed once, from those features; the drafted chain's
   positions (computed from the head's own guesses) are cropped before the next draft.
@@ -54,7 +54,8 @@ _EAGLE_INFO = "eagle_smollm2.json"  # beside the weights: checksum, the GGUF's, 
 
 def draft_vocabulary(counts: torch.Tensor, size: int) -> torch.Tensor:
     """``d2t``: the ids of the ``size`` most frequent tokens, most frequent first (ties by
-    id), from ``counts`` (V,), how often each target token occurs in the training data."""
+    id), from ``counts`` (V,), how often each target token occurs (``train_eagle`` counts
+    the target's first choices on the training answers)."""
     if counts.dim() != 1:
         raise ValueError(f"counts must have shape (V,), got {tuple(counts.shape)}")
     if not 1 <= check_int("size", size) <= len(counts):
