@@ -314,3 +314,16 @@ def test_self_distillation_keeps_every_positions_feature_and_argmax(target):
         assert row["feats"].dtype == torch.float16 and len(row["feats"]) == len(tokens) - 1
         torch.testing.assert_close(row["feats"].float(), states[0], atol=2e-2, rtol=1e-2)
         assert row["tops"].tolist() == logits[0].argmax(-1).tolist()
+
+
+def test_a_drafter_reused_for_new_prompts_never_drafts_from_another_contexts_features(target):
+    drafter = EagleDrafter(untrained_head(target, 256))
+    params = SamplingParams(max_tokens=8)
+    for prompt in ([5, 17, 42, 8, 99], [300, 12, 45, 1000, 7]):
+        stats = SpeculationStats()
+        assert speculate(target, [drafter], [prompt], params, 3, stats=stats)[0] == generate(
+            target, prompt, params
+        )
+        assert stats.log[0].proposed == [] and stats.log[1].proposed != []
+    other = [1, 2, 3, 4, 5] + [9] * 8  # as long as the last context, but not it
+    assert drafter.draft(other, 2, SamplingParams(), None).tokens == []

@@ -153,6 +153,7 @@ class EagleDrafter(LibraryDrafter):
         self.feats = torch.zeros(head.target.config.block_size, head.target.config.n_embd)
         self.settled = 0  # cache positions computed from the target's true features
         self.hidden_for = -1  # the context length whose features are all known
+        self.drafted_after: list[int] = []  # the context of the last draft, if still valid
 
     def observe(self, hidden: torch.Tensor, context_length: int) -> None:
         """The target's features (n, C) of the last n settled positions of a context of
@@ -168,6 +169,19 @@ class EagleDrafter(LibraryDrafter):
         self.feats[start : start + len(hidden)] = hidden
         self.settled = min(self.settled, start)
         self.hidden_for = context_length
+        if start == 0:  # a new context from its first token (a drafter reused for a new prompt)
+            self.drafted_after = []
+
+    def ready(self, context: list[int]) -> bool:
+        """Whether the features of every position of ``context`` but the last are known and
+        belong to it: the last round's context must begin this one (a drafter reused for
+        another prompt of the same length would otherwise draft from the old features)."""
+        if self.hidden_for != len(context) or len(context) < 2:
+            return False
+        if context[: len(self.drafted_after)] != self.drafted_after:
+            return False
+        self.drafted_after = list(context)
+        return True
 
     @torch.inference_mode()
     def draft(
@@ -179,8 +193,7 @@ class EagleDrafter(LibraryDrafter):
     ) -> Proposal:
         if params is None:
             raise ValueError("params must be the SamplingParams the draft samples with")
-        N = len(context)
-        if k == 0 or self.hidden_for != N:
+        if k == 0 or not self.ready(context):
             return Proposal([])
         d2t = self.head.d2t
         logits, guess = self.catch_up(context)

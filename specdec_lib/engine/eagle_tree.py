@@ -49,7 +49,7 @@ class EagleTreeDrafter(EagleDrafter):
         params: SamplingParams,
         generator: torch.Generator | None,
     ) -> TokenTree:
-        if max_depth == 0 or self.hidden_for != len(context):
+        if max_depth == 0 or not self.ready(context):
             return TokenTree([], [])
         d2t = self.head.d2t
         logits, guess = self.catch_up(context)
