@@ -29,7 +29,7 @@ import numpy as np
 from specdec_lib.engine.server import ServeRun, Step
 
 
-def percentile(values: Sequence[float], q: float) -> float:
+def _percentile(values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (0-100) of ``values``, linearly interpolated (NumPy's default);
     nan for no values."""
     return float(np.percentile(values, q)) if len(values) else float("nan")
@@ -51,7 +51,7 @@ def summarize(run: ServeRun, latency_target: float) -> dict[str, float]:
     for name, values in (("latency", latency), ("ttft", ttft), ("tpot", tpot)):
         out[f"{name}_mean"] = float(np.mean(values)) if values else float("nan")
         for q in (50, 90, 99):
-            out[f"{name}_p{q}"] = percentile(values, q)
+            out[f"{name}_p{q}"] = _percentile(values, q)
     out["throughput"] = sum(len(s.output) for s in done) / span
     out["goodput"] = float(np.mean([v <= latency_target for v in latency]))
     out["mean_batch"] = float(np.mean([s.batch for s in decodes])) if decodes else 0.0
