@@ -282,7 +282,9 @@ def test_a_short_training_run_lowers_the_loss_and_its_checkpoint_round_trips(tar
         eval_every=30,
         eval_chains=6,
     )
+    before = [p.requires_grad for p in target.parameters()]
     head, curve, summary = train_eagle(target, items, cfg, seconds=60, log=lambda m: None)
+    assert [p.requires_grad for p in target.parameters()] == before  # left as it was found
     assert [p["step"] for p in curve] == [1, 30, 60] and summary["steps"] == 60
     assert curve[-1]["train_feature_loss"] < curve[0]["train_feature_loss"]
     assert curve[-1]["train_token_loss"] < curve[0]["train_token_loss"]

@@ -275,11 +275,28 @@ def train_eagle(
     seconds: float,
     log=print,  # noqa: ANN001
 ) -> tuple[EagleHead, list[dict], dict]:
-    """Train a fresh head on ``items`` (``_Sequences(...).items``) for ``cfg.steps`` steps or
-    ``seconds``, whichever ends first: the head, the curve, a summary."""
+    """Train a fresh head on ``items`` (``_Sequences(...).items``) for ``cfg.steps`` steps
+    or ``seconds``, whichever ends first: the head, the curve, a summary. The target is
+    frozen meanwhile (the head shares its final norm) and left as it was found."""
+    flags = [p.requires_grad for p in target.parameters()]
+    target.eval().requires_grad_(False)
+    try:
+        return _train(target, items, cfg, seconds, log)
+    finally:
+        for p, flag in zip(target.parameters(), flags, strict=True):
+            p.requires_grad_(flag)
+
+
+def _train(
+    target: TinyGPT,
+    items: list,
+    cfg: EagleTrainConfig,
+    seconds: float,
+    log=print,  # noqa: ANN001
+) -> tuple[EagleHead, list[dict], dict]:
+    """:func:`train_eagle`'s loop, on a frozen target."""
     torch.manual_seed(cfg.seed)
     g = torch.Generator().manual_seed(cfg.seed)
-    target.eval().requires_grad_(False)
     train, held = split(items)
     d2t = draft_vocabulary(_token_counts(train, target.config.vocab_size), cfg.draft_vocab)
     head = EagleHead(target, d2t).train()
