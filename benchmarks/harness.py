@@ -344,6 +344,9 @@ class Benchmark:
     def load(self, timed: Mapping[Hashable, JobTimes] | None = None, **times) -> dict:
         """The load check (:func:`busy_report`) over every job ``interleaved`` timed, or
         over explicit ``wall=[...]`` and ``cpu=[...]`` times."""
+        if (timed is not None) == ({"wall", "cpu"} <= times.keys()):
+            given = ["timed"] * (timed is not None) + sorted(times)
+            raise ValueError(f"give timed, or wall and cpu; got {given}")
         wall, cpu = all_times(timed) if timed is not None else (times["wall"], times["cpu"])
         return busy_report(wall, cpu, self.threads)
 

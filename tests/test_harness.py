@@ -91,6 +91,9 @@ def test_a_saved_result_carries_its_command_stamp_and_seconds(tmp_path, monkeypa
         bench.save({"load": {"busy": True}})
     with pytest.raises(ValueError, match="parse"):
         _bench().save({})
+    assert bench.load(wall=[1.0, 1.0], cpu=[1.0, 1.0])["jobs"] == 2
+    with pytest.raises(ValueError, match="timed, or wall and cpu"):
+        bench.load(wall=[1.0])
 
 
 def test_the_command_line_is_written_from_the_repository_root(monkeypatch):
