@@ -31,6 +31,7 @@ _RUN_SUFFIXES = ("_copy_rerun", "_edit_rerun", "_rerun", "_run3", "_copy", "_edi
 _WRITERS = {
     "wall_clock_counts": "python benchmarks/wall_clock.py --counts-only",
     "chapter_times": "OMP_NUM_THREADS=1 python scripts/time_chapters.py",
+    "eagle_training": "OMP_NUM_THREADS=1 python -m specdec_lib.engine.train_eagle",
     "training_runs": (
         "python -m specdec_lib.engine.train (each run's probe curve, recorded by hand; "
         "see the file's description)"
