@@ -18,6 +18,7 @@ from specdec_lib.engine.drafters import Proposal
 from specdec_lib.engine.eagle import (
     EagleDrafter,
     EagleHead,
+    EagleOrLookupDrafter,
     check_d2t,
     draft_vocabulary,
     eagle_info,
@@ -329,3 +330,16 @@ def test_a_drafter_reused_for_new_prompts_never_drafts_from_another_contexts_fea
         assert stats.log[0].proposed == [] and stats.log[1].proposed != []
     other = [1, 2, 3, 4, 5] + [9] * 8  # as long as the last context, but not it
     assert drafter.draft(other, 2, SamplingParams(), None).tokens == []
+
+
+def test_the_head_or_lookup_drafter_copies_where_the_context_repeats_and_decodes_exactly(target):
+    drafter = EagleOrLookupDrafter(untrained_head(target, 256), min_match=2)
+    prompt = [5, 17, 42, 8, 99, 23, 7] * 3
+    assert drafter.draft(prompt, 4, SamplingParams(), None).tokens == [5, 17, 42, 8]
+    assert drafter.draft([1, 2, 3], 4, SamplingParams(), None).tokens == []  # no match, no state
+    params, stats = SamplingParams(max_tokens=16), SpeculationStats()
+    plain = generate(target, prompt, params)
+    assert speculative_generate(target, drafter, prompt, params, 4, stats=stats) == plain
+    assert stats.draft_passes < stats.proposed  # some rounds copied, at no draft pass
+    with pytest.raises(ValueError, match="min_match"):
+        EagleOrLookupDrafter(drafter.head, min_match=0)

@@ -42,7 +42,7 @@ import torch.nn as nn
 from safetensors.torch import load_file, save_file
 
 from specdec_lib.checks import check_int
-from specdec_lib.engine.drafters import LibraryDrafter, Proposal
+from specdec_lib.engine.drafters import LibraryDrafter, NgramDrafter, Proposal
 from specdec_lib.engine.model import KVCache, Layout, TinyGPT
 from specdec_lib.engine.random_init import normal_
 from specdec_lib.engine.sampling import SamplingParams, argmax, process_logits, sample
@@ -224,6 +224,37 @@ class EagleDrafter(LibraryDrafter):
         logits, guess = self.head(feats, torch.tensor([context[self.settled + 1 : N]]), self.cache)
         self.settled = N - 1
         return logits[0, -1], guess[:, -1:]
+
+
+class EagleOrLookupDrafter(EagleDrafter):
+    """Per round, prompt lookup where the context repeats itself, the head elsewhere.
+
+    Where the answer copies its input (an edit, a quoted line), a suffix of the context
+    matched earlier predicts many tokens at no cost, and the head, one layer deep, is
+    unlikely to beat it; on fresh text there is no match and the head drafts. A round uses
+    :class:`NgramDrafter`'s proposal if its longest suffix match holds at least
+    ``min_match`` tokens, else the head's. The head observes every round either way, so
+    its cache stays current.
+    """
+
+    def __init__(self, head: EagleHead, min_match: int = 2, max_n: int = 4, name: str = "") -> None:
+        check_int("min_match", min_match)
+        super().__init__(head, name or f"EAGLE head or prompt lookup (match >= {min_match})")
+        self.lookup = NgramDrafter(
+            max_n=max(max_n, min_match), min_n=min_match, vocab_size=self.vocab_size
+        )
+
+    def draft(
+        self,
+        context: list[int],
+        k: int,
+        params: SamplingParams | None,
+        generator: torch.Generator | None,
+    ) -> Proposal:
+        if params is None:
+            raise ValueError("params must be the SamplingParams the draft samples with")
+        copied = self.lookup.draft(context, k, params, generator)  # deterministic: probs None
+        return copied if copied.tokens else super().draft(context, k, params, generator)
 
 
 def eagle_info(directory: Path = WEIGHTS_DIR) -> dict:

@@ -322,9 +322,11 @@ def build_dataset(
     seconds: float,
     path: Path,
     log=print,  # noqa: ANN001
+    stamp: dict | None = None,
 ) -> dict:
     """Self-distil for about ``seconds`` (whole batches: the last one may overrun), then
-    write ``path`` (safetensors) and return its metadata. Batches hold prompts of similar
+    write ``path`` (safetensors) and return its metadata (with ``stamp``: the GGUF's
+    SHA-256, say, so that stale data can be recognised). Batches hold prompts of similar
     length (little padding) and run in a seeded order; even batches decode greedily, odd
     ones sample at ``cfg.temperature``. A sequence whose answer shares a
     8-gram with a measurement prompt is dropped too."""
@@ -369,9 +371,10 @@ def build_dataset(
         positions=int(tensors["feats"].shape[0]),
         prompts_available=len(prompts),
         dropped_answers=dropped,
-        _corpus_sha256=_corpus_sha256(prompts),
+        corpus_sha256=_corpus_sha256(prompts),
         python=sys.version.split()[0],
         seconds=round(time.perf_counter() - start, 1),
+        **(stamp or {}),
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(path), metadata={"meta": json.dumps(meta)})

@@ -373,21 +373,28 @@ def main(argv: list[str] | None = None) -> int:
     cfg = EagleTrainConfig(steps=args.steps, eval_every=args.eval_every)
     data_cfg = DataConfig()
     target = load_smollm2(data_cfg.max_prompt + data_cfg.max_new)
+    gguf = sha256(gguf_path())
     if not args.data.exists():
-        meta = build_dataset(
+        build_dataset(
             target,
             SmolLM2Tokenizer(),
             data_cfg,
             args.data_minutes * 60,
             args.data,
             log=lambda m: print(m, flush=True),
+            stamp=dict(gguf_sha256=gguf),
         )
     tensors, meta = load_dataset(args.data)
+    made = (meta["config"], meta.get("gguf_sha256"))
+    if made != (json.loads(json.dumps(asdict(data_cfg))), gguf):
+        raise SystemExit(
+            f"{args.data} was made by another recipe or from another GGUF: delete it to "
+            "make it afresh, or pass --data"
+        )
     items = _Sequences(tensors).items
     head, curve, summary = train_eagle(
         target, items, cfg, args.minutes * 60, log=lambda m: print(m, flush=True)
     )
-    gguf = sha256(gguf_path())
     command = "OMP_NUM_THREADS=1 python -m specdec_lib.engine.train_eagle " + " ".join(
         argv if argv is not None else sys.argv[1:]
     )
