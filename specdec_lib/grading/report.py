@@ -81,7 +81,7 @@ TIED_TWICE | counts the tied embedding twice | Count each tensor once, as model.
 NO_KV_CACHE | leaves out the KV cache | Add a key and a value per layer per context token.
 COUNTS_PARAMETERS | counts parameters, not bytes | Multiply by each parameter's element_size().
 KEYS_ONLY | counts keys but not values | The cache holds a key AND a value per layer.
-IGNORES_GQA | caches a key and a value for every query head | Cache config.kv_heads heads (n_embd // n_head wide), not n_head.
+IGNORES_GQA | caches a key and a value for every query head | Cache config.kv_heads heads only.
 INVERTED_RATIO | the ratio is upside down | Solve (T + c D) / E = 1 for c: (E - T) / D.
 TARGET_PASSES_FREE | leaves out the target passes | The T target passes count too: (E - T) / D.
 PER_TOKEN | divides by the emitted tokens | Divide the passes saved by the draft passes D.
