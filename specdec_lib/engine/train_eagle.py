@@ -58,6 +58,7 @@ from specdec_lib.checks import check_int
 from specdec_lib.engine.eagle import (
     EagleDrafter,
     EagleHead,
+    EagleOrLookupDrafter,
     draft_vocabulary,
     load_eagle,
     save_eagle,
@@ -207,11 +208,12 @@ def _drafting(head: EagleHead, held: list, n: int, k: int = 4, seed: int = 0) ->
     """``n`` rounds drafted exactly as at inference, at seeded positions of greedy held-out
     answers, against what the target wrote next (its greedy choice): a chain of ``k``
     (:class:`EagleDrafter`: acceptance by draft position, as ``SpeculationStats`` counts
-    it, and tokens accepted a round) and EAGLE-2's tree, width 4, 12 nodes, ``k`` deep
-    (:class:`EagleTreeDrafter`: tokens accepted a round, its longest path matching)."""
+    it, and tokens accepted a round), EAGLE-2's tree, width 4, 12 nodes, ``k`` deep
+    (:class:`EagleTreeDrafter`: tokens accepted a round, its longest path matching), and
+    the chain or prompt lookup, whichever :class:`EagleOrLookupDrafter` picks."""
     g = torch.Generator().manual_seed(seed)
     greedy = [x for x in held if x[4] and len(x[0]) - x[3] > k + 1]
-    accepted, tree_accepted = [0] * k, 0
+    accepted, tree_accepted, combined_accepted = [0] * k, 0, 0
     params = SamplingParams()
     rounds = n if greedy else 0
     for j in range(rounds):
@@ -219,11 +221,15 @@ def _drafting(head: EagleHead, held: list, n: int, k: int = 4, seed: int = 0) ->
         p = n_prompt + int(torch.randint(len(tokens) - n_prompt - k, (1,), generator=g))
         context, truth = tokens[:p].tolist(), tokens[p : p + k].tolist()
         chain, tree = EagleDrafter(head), EagleTreeDrafter(head, width=4, budget=12)
-        for drafter in (chain, tree):
+        combined = EagleOrLookupDrafter(head)
+        for drafter in (chain, tree, combined):
             drafter.observe(feats[: p - 1].float(), p)
         guess = chain.draft(context, k, params, None).tokens
         for i in range(k):
             accepted[i] += guess[: i + 1] == truth[: i + 1]
+        either = combined.draft(context, k, params, None).tokens
+        n_either = len(either)  # a copied proposal may be shorter than k
+        combined_accepted += next((i for i in range(n_either) if either[i] != truth[i]), n_either)
         drafted, node, depth = tree.draft_tree(context, k, params, None), -1, 0
         while depth < k and (
             match := [c for c in drafted.children(node) if drafted.tokens[c] == truth[depth]]
@@ -235,6 +241,7 @@ def _drafting(head: EagleHead, held: list, n: int, k: int = 4, seed: int = 0) ->
         chain_by_position=[round(a / max(1, rounds), 4) for a in accepted],
         chain_accepted_per_round=round(sum(accepted) / max(1, rounds), 4),
         tree_accepted_per_round=round(tree_accepted / max(1, rounds), 4),
+        lookup_or_chain_accepted_per_round=round(combined_accepted / max(1, rounds), 4),
     )
 
 
@@ -389,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     if made != (json.loads(json.dumps(asdict(data_cfg))), gguf):
         raise SystemExit(
             f"{args.data} was made by another recipe or from another GGUF: delete it to "
-            "make it afresh, or pass --data"
+            "make it afresh, or pass another --data"
         )
     items = _Sequences(tensors).items
     head, curve, summary = train_eagle(
