@@ -80,11 +80,12 @@ def decode_jobs(model, drafters, ids, params, outputs, stats):  # noqa: ANN001, 
     return {"plain": plain, **{name: speculative(name) for name in drafters}}
 
 
-def summarise(rows: list[dict], workload: str) -> dict:
+def summarise(rows: list[dict], workload: str, drafters: dict[str, int] = DRAFTERS) -> dict:
+    """One workload's counts (pooled over its prompts) and paired speed-ups, per drafter."""
     mine = [r for r in rows if r["workload"] == workload]
     plain = [r["seconds"]["plain"] for r in mine]
     out = {"copied_share": statistics.mean(r["copied_share"] for r in mine)}
-    for name in DRAFTERS:
+    for name in drafters:
         per_prompt = [SpeculationStats(**r["counts"][name]) for r in mine]
         out[name] = dict(
             acceptance=asdict(acceptance_estimate(per_prompt)),
@@ -95,19 +96,19 @@ def summarise(rows: list[dict], workload: str) -> dict:
     return out
 
 
-def speedup_rows(by_workload: dict) -> list[dict]:
+def speedup_rows(by_workload: dict, drafters: dict[str, int] = DRAFTERS) -> list[dict]:
     """Each drafter's paired speed-up over plain decoding per workload, as the rows
     ``benchmarks/compare_runs.py`` pairs between two runs."""
     return [
         dict(
             workload=w,
-            method=f"{d} k={DRAFTERS[d]}",
+            method=f"{d} k={drafters[d]}",
             speedup=s[d]["speedup"]["value"],
             speedup_low=s[d]["speedup"]["low"],
             speedup_high=s[d]["speedup"]["high"],
         )
         for w, s in by_workload.items()
-        for d in DRAFTERS
+        for d in drafters
     ]
 
 
