@@ -14,6 +14,7 @@ from specdec_lib import (
     workload_prompts,
 )
 from specdec_lib.analysis.runs import COPY_SEEDS, copy_accuracy
+from specdec_lib.engine.generate import speculate
 
 GREEDY = SamplingParams(max_tokens=48)
 VOCAB = Tokenizer().vocab_size
@@ -79,6 +80,51 @@ def test_speculation_returns_exactly_max_tokens_and_counts_only_those(target, pr
         assert stats.target_passes == stats.rounds
 
 
+def _until(out, stop):
+    """``out`` cut after its first token of ``stop`` (all of it if there is none)."""
+    return next((out[: i + 1] for i, t in enumerate(out) if t in stop), out)
+
+
+def test_a_stop_token_ends_plain_and_speculative_decoding_right_after_it(
+    target, draft, prompts, references
+):
+    refs = references["copy"] + references["novel"]
+    for ids, ref in zip(prompts["copy"] + prompts["novel"], refs, strict=True):
+        stop = [ref[5], ref[20]]  # in the middle of accepted drafts, at some k
+        want = _until(ref, stop)
+        assert len(want) <= 6 and generate(target, ids, GREEDY, stop_token_ids=stop) == want
+        for k in (1, 4, 7):
+            for make in [NgramDrafter, lambda: DraftModelDrafter(draft)]:
+                stats = SpeculationStats()
+                out = speculative_generate(
+                    target, make(), ids, GREEDY, k=k, stats=stats, stop_token_ids=stop
+                )
+                assert out == want, k
+                assert [t for r in stats.log for t in r.emitted] == out == want
+                assert stats.emitted == len(want) and stats.accepted + stats.rounds == len(want)
+
+
+def test_stopping_cuts_the_same_seeded_sample_it_would_have_written(target, draft, prompts):
+    ids, params = prompts["novel"][0], SamplingParams(temperature=1.0, max_tokens=40)
+    seeded = lambda: torch.Generator().manual_seed(5)  # noqa: E731
+    full = generate(target, ids, params, seeded())
+    stop = [full[12]]
+    assert generate(target, ids, params, seeded(), stop_token_ids=stop) == _until(full, stop)
+    whole = speculative_generate(target, DraftModelDrafter(draft), ids, params, 4, seeded())
+    stop = [whole[12]]
+    cut = speculative_generate(
+        target, DraftModelDrafter(draft), ids, params, 4, seeded(), stop_token_ids=stop
+    )
+    assert cut == _until(whole, stop)
+
+
+def test_each_request_of_a_batch_stops_at_its_own_first_stop_token(target, prompts, references):
+    ids, refs = prompts["copy"], references["copy"]
+    stop = [refs[0][3]]
+    outs = speculate(target, [NgramDrafter(), NgramDrafter()], ids, GREEDY, 4, stop_token_ids=stop)
+    assert outs == [_until(ref, stop) for ref in refs]
+
+
 def test_acceptance_per_position_counts_each_draft_position(target, prompts):
     stats = SpeculationStats()
     speculative_generate(target, NgramDrafter(), prompts["copy"][1], GREEDY, k=4, stats=stats)
@@ -118,6 +164,13 @@ def test_trained_target_copies_the_quoted_passage_and_untrained_does_not(target,
             "max_tokens must be <= 68",
         ),
         (lambda t, ids: generate(t, "a string", GREEDY), "encode text first"),
+        (lambda t, ids: generate(t, ids, GREEDY, stop_token_ids=[VOCAB]), "stop_token_ids"),
+        (
+            lambda t, ids: speculative_generate(
+                t, NgramDrafter(), ids, GREEDY, stop_token_ids=[-1]
+            ),
+            "stop_token_ids must lie",
+        ),
     ],
 )
 def test_bad_input_is_refused_with_the_parameter_named(target, call, name):

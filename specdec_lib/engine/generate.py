@@ -16,6 +16,7 @@ import torch
 
 from specdec_lib.checks import (
     check_drafters,
+    check_ids,
     check_int,
     check_k,
     check_prompt,
@@ -37,15 +38,18 @@ def generate(
     prompt_token_ids: Sequence[int],
     params: SamplingParams,
     generator: torch.Generator | None = None,
+    stop_token_ids: Sequence[int] = (),
 ) -> list[int]:
-    """Plain autoregressive decoding with a KV cache: one forward pass per new token."""
+    """Plain autoregressive decoding with a KV cache: one forward pass per new token, until
+    ``max_tokens`` or a token of ``stop_token_ids`` (kept, as transformers keeps its EOS)."""
     ids = check_prompt(prompt_token_ids, model.config, params.max_tokens)
+    stop = set(check_ids("stop_token_ids", stop_token_ids, model.config.vocab_size))
     cache = model.new_cache(1)
     logits = model(torch.tensor([ids]), cache, logits_to_keep=1)[0, -1]  # prefill
     out: list[int] = []
     while True:
         out.append(next_token(logits, params, generator))
-        if len(out) == params.max_tokens:
+        if len(out) == params.max_tokens or out[-1] in stop:
             return out
         logits = model(torch.tensor([[out[-1]]]), cache)[0, -1]
 
@@ -206,8 +210,8 @@ def _verify(
 class Row:
     """One request in flight: its tokens so far (prompt first), its own sampling parameters
     (``max_tokens`` says when it is done), its drafter, the draft length of its next round
-    (0: a plain step), its rounds so far as ``(proposed, accepted)`` pairs and the depth each
-    round asked for (``k``, less near ``max_tokens``)."""
+    (0: a plain step), its rounds so far as ``(proposed, accepted)`` pairs, the depth each
+    round asked for (``k``, less near ``max_tokens``) and the tokens that end it (``stop``)."""
 
     seq: list[int]
     n_prompt: int
@@ -216,10 +220,13 @@ class Row:
     k: int
     rounds: list[tuple[int, int]] = field(default_factory=list)
     asked: list[int] = field(default_factory=list)
+    stop: frozenset[int] = frozenset()
 
     @property
     def left(self) -> int:
-        """Tokens still to emit."""
+        """Tokens still to emit (none once a stop token was emitted)."""
+        if len(self.seq) > self.n_prompt and self.seq[-1] in self.stop:
+            return 0
         return self.params.max_tokens - len(self.seq) + self.n_prompt
 
     @property
@@ -276,6 +283,8 @@ def speculation_round(
         row, tree, end = rows[b], drafted[b], len(fed[b]) - width + scored
         first = end - len(tree) - 1  # the row scoring the root's children
         path, emitted = _verify(logits[b, first:end], tree, row.params, generator, walk)
+        if ends := [i for i, t in enumerate(emitted) if t in row.stop]:  # the request ends
+            emitted, path = emitted[: ends[0] + 1], path[: ends[0]]  # at its first stop token
         if reads_hidden[b]:  # the states of what this round settled: the context fed, the path
             n_fed = len(row.seq) - cached[b]
             settled = [*range(n_fed), *(n_fed + i for i in path)]
@@ -307,12 +316,15 @@ def speculate(
     adaptive_k: AdaptiveK | None = None,
     walk: trees.Walk | None = None,
     max_nodes: int | None = None,
+    stop_token_ids: Sequence[int] = (),
 ) -> list[list[int]]:
     """The speculation loop for a static batch: checked prompts, one drafter per request,
-    :func:`speculation_round` until every request is done. The cache holds every request
-    from the start, so a request that finishes early rides along until the slowest is done
-    (:mod:`.server` lets it leave instead)."""
-    rows = [Row(list(p), len(p), params, d, k) for p, d in zip(prompts, drafters, strict=True)]
+    :func:`speculation_round` until every request is done (``max_tokens``, or a token of
+    ``stop_token_ids``). The cache holds every request from the start, so a request that
+    finishes early rides along until the slowest is done (:mod:`.server` lets it leave)."""
+    stop = frozenset(check_ids("stop_token_ids", stop_token_ids, target.config.vocab_size))
+    pairs = zip(prompts, drafters, strict=True)
+    rows = [Row(list(p), len(p), params, d, k, stop=stop) for p, d in pairs]
     cache = target.new_cache(len(rows)) if use_kv_cache else None
     while any(row.left > 0 for row in rows):
         active = speculation_round(target, cache, rows, generator, stats, walk, max_nodes)
@@ -332,16 +344,27 @@ def speculative_generate(
     stats: SpeculationStats | None = None,
     use_kv_cache: bool = True,
     adaptive_k: AdaptiveK | None = None,
+    stop_token_ids: Sequence[int] = (),
 ) -> list[int]:
     """Speculative decoding of one request: draft up to ``k`` tokens, verify them in one pass.
 
-    Greedy returns exactly what :func:`generate` returns; sampled, the output is distributed
-    exactly as the target's. ``use_kv_cache=False`` re-runs the target over the whole context
-    each round. With ``adaptive_k``, ``k`` is only the first round's draft length.
+    Greedy returns exactly what :func:`generate` returns (with the same ``stop_token_ids``);
+    sampled, the output is distributed exactly as the target's. ``use_kv_cache=False`` re-runs
+    the target over the whole context each round. With ``adaptive_k``, ``k`` is only the
+    first round's draft length.
     """
     k = check_k(k, adaptive_k)
     prompt = check_prompt(prompt_token_ids, target.config, params.max_tokens)
     check_drafters([drafter], 1)
     return speculate(
-        target, [drafter], [prompt], params, k, generator, stats, use_kv_cache, adaptive_k
+        target,
+        [drafter],
+        [prompt],
+        params,
+        k,
+        generator,
+        stats,
+        use_kv_cache,
+        adaptive_k,
+        stop_token_ids=stop_token_ids,
     )[0]

