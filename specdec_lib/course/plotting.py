@@ -12,17 +12,33 @@ A chapter calls :func:`use_course_style` once, then builds each figure with
 :func:`new_figure`, which insists on axis labels. Put the unit in the label,
 in brackets: ``"time per forward pass (ms)"``, ``"tokens per target pass"``
 (a count needs no unit), ``"draft length k (tokens)"``.
+
+After :func:`use_course_style`, every figure a notebook shows also stores, in its PNG
+output's metadata under :data:`LEGEND_RECORD`, what each of its legends draws
+(:func:`legend_swatches`): the label and the swatch of every entry. The reader never sees
+it; ``tests/test_book_claims.py`` reads it from the stored notebooks and fails on a legend
+in which two labels share one swatch (chapter 0's "rejected proposals" once showed the
+blue box of "target's own token").
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 from typing import Any
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
+from matplotlib.collections import Collection, PathCollection
+from matplotlib.colors import to_hex, to_rgba
 from matplotlib.figure import Figure
+from matplotlib.legend import Legend
+from matplotlib.lines import Line2D
+from matplotlib.offsetbox import DrawingArea, HPacker, TextArea
+from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 #: Okabe-Ito colours, by what they mean in this course.
@@ -100,10 +116,114 @@ def use_course_style() -> None:
     """
     mpl.rcParams.update(_COURSE_RC)
     try:
+        from IPython import get_ipython
         from matplotlib_inline.backend_inline import set_matplotlib_formats
     except ImportError:  # not running under IPython's inline backend
         return
     set_matplotlib_formats("png", facecolor=_BACKGROUND)
+    shell = get_ipython()
+    if shell is not None:
+        png = shell.display_formatter.formatters["image/png"]
+        png.for_type(Figure, _with_legend_record(png.lookup_by_type(Figure)))
+
+
+#: The key, in a figure's PNG output metadata, of what its legends draw.
+LEGEND_RECORD = "specdec_legends"
+
+
+def _with_legend_record(draw: Any) -> Any:
+    """IPython's PNG formatter ``draw``, returning with the PNG what the legends draw.
+
+    A formatter may return ``(data, metadata)``; the notebook stores the metadata with
+    the output, where ``tests/test_book_claims.py`` reads it.
+    """
+
+    def png_and_legends(fig: Figure) -> Any:
+        data = draw(fig)
+        try:
+            record: Any = legend_swatches(fig)
+        except Exception as exc:  # never lose a figure to its record; the test flags this
+            record = f"not recorded: {exc!r}"
+        return data, {LEGEND_RECORD: record}
+
+    return png_and_legends
+
+
+def legend_swatches(fig: Figure) -> list[list[list[str]]]:
+    """Every legend of ``fig`` (the figure's own, then each axes'), as its entries in
+    order, each ``[label, swatch]``: the swatch says what the entry draws (colour, line
+    style, marker, hatch of every artist in it), so two entries that look alike have the
+    same swatch. An entry that draws nothing has the swatch ``""``.
+    """
+    legends: list[Legend] = list(fig.legends)
+    legends += [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    found = []
+    for legend in legends:
+        entries = []
+        # Legend packs each entry as an HPacker of its swatch's box and its label's box.
+        for box in legend.findobj(lambda a: isinstance(a, HPacker)):
+            parts = box.get_children()
+            swatch = [p for p in parts if isinstance(p, DrawingArea)]
+            label = [p for p in parts if isinstance(p, TextArea)]
+            if len(parts) == 2 and len(swatch) == 1 and len(label) == 1:
+                drawn = [_artist_swatch(a) for a in swatch[0].get_children() if a.get_visible()]
+                entries.append([label[0].get_text(), " + ".join(sorted(filter(None, drawn)))])
+        found.append(entries)
+    return found
+
+
+def _colour(colour: Any, alpha: float | None = None) -> str:
+    rgba = to_rgba(colour, alpha)
+    return "none" if rgba[3] == 0 else to_hex(rgba, keep_alpha=True)
+
+
+def _colours(colours: Any) -> str:
+    return "/".join(sorted({_colour(tuple(c)) for c in np.atleast_2d(colours)})) or "none"
+
+
+def _style(style: Any) -> str:
+    """A line style by name: ``"--"``, ``"dashed"`` and ``(0, (3.7, 1.6))`` alike."""
+    if isinstance(style, tuple):  # (offset, dashes), as collections and patches keep it
+        dashes = style[1]
+        return "solid" if not dashes else "dashes " + ",".join(f"{d:g}" for d in dashes)
+    return {"-": "solid", "--": "dashed", ":": "dotted", "-.": "dashdot"}.get(style, str(style))
+
+
+def _artist_swatch(artist: Artist) -> str:
+    """What ``artist`` draws in a legend swatch, as text; ``""`` if it draws nothing."""
+    if isinstance(artist, Line2D):
+        drawn = []
+        style = artist.get_linestyle()
+        if style not in ("None", "none", "", " ") and artist.get_linewidth() > 0:
+            colour = _colour(artist.get_color(), artist.get_alpha())
+            drawn.append(f"line {colour} {_style(style)}")
+        marker = artist.get_marker()
+        if marker not in (None, "None", "none", "", " "):
+            face = _colour(artist.get_markerfacecolor(), artist.get_alpha())
+            edge = _colour(artist.get_markeredgecolor(), artist.get_alpha())
+            drawn.append(f"marker {marker} {face} {edge}")
+        return " ".join(drawn)
+    if isinstance(artist, Patch):
+        face = _colour(artist.get_facecolor()) if artist.get_fill() else "none"
+        edge = _colour(artist.get_edgecolor()) if artist.get_linewidth() > 0 else "none"
+        hatch = artist.get_hatch() or ""
+        if face == "none" and edge == "none" and not hatch:
+            return ""
+        style = "" if edge == "none" else f" {_style(artist.get_linestyle())}"
+        return f"patch {face} {edge}{style} {hatch}".rstrip()
+    if isinstance(artist, Collection):
+        shape = ""
+        if isinstance(artist, PathCollection) and artist.get_paths():
+            vertices = np.round(artist.get_paths()[0].vertices, 2).tobytes()
+            shape = " shape " + hashlib.sha1(vertices).hexdigest()[:8]
+        edge = _colours(artist.get_edgecolor())
+        if edge != "none" and any(w > 0 for w in np.atleast_1d(artist.get_linewidth())):
+            edge += " " + "/".join(sorted({_style(s) for s in artist.get_linestyle()}))
+        else:
+            edge = "none"
+        hatch = artist.get_hatch() or ""
+        return f"collection {_colours(artist.get_facecolor())} {edge}{shape} {hatch}".rstrip()
+    return type(artist).__name__
 
 
 def new_figure(
