@@ -323,8 +323,11 @@ def build_dataset(
     path: Path,
     log=print,  # noqa: ANN001
     stamp: dict | None = None,
+    max_batches: int | None = None,
 ) -> dict:
-    """Self-distil for about ``seconds`` (whole batches: the last one may overrun), then
+    """Self-distil for about ``seconds`` (whole batches: the last one may overrun), or
+    ``max_batches`` batches if given (the batches run in a fixed order, so a number of
+    batches, unlike a time, makes the same data on any machine), then
     write ``path`` (safetensors) and return its metadata (with ``stamp``: the GGUF's
     SHA-256, say, so that stale data can be recognised). Batches hold prompts of similar
     length (little padding) and run in a seeded order; even batches decode greedily, odd
@@ -339,8 +342,10 @@ def build_dataset(
     generator = torch.Generator().manual_seed(cfg.seed)
     stop = {tokenizer.eos_id, tokenizer.encode("<|endoftext|>")[0]}
     rows, dropped, done_batches = [], 0, 0
+    if max_batches is not None:
+        batches = batches[: check_int("max_batches", max_batches, 1)]
     for n, batch in enumerate(batches):
-        if time.perf_counter() - start > seconds:
+        if max_batches is None and time.perf_counter() - start > seconds:
             break
         greedy = n % 2 == 0
         params = SamplingParams(temperature=0.0 if greedy else cfg.temperature)
@@ -367,6 +372,7 @@ def build_dataset(
     }
     meta = dict(
         config=asdict(cfg),
+        batches=done_batches,
         sequences=len(rows),
         positions=int(tensors["feats"].shape[0]),
         prompts_available=len(prompts),

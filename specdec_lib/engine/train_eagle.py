@@ -370,6 +370,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=75.0, help="training budget")
     parser.add_argument("--data-minutes", type=float, default=40.0, help="if --data is missing")
+    parser.add_argument(
+        "--data-batches", type=int, default=None, help="make this many batches, not minutes"
+    )
     parser.add_argument("--steps", type=int, default=EagleTrainConfig.steps)
     parser.add_argument("--eval-every", type=int, default=EagleTrainConfig.eval_every)
     parser.add_argument("--data", type=Path, default=_CACHE / "eagle_data.safetensors")
@@ -390,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
             args.data,
             log=lambda m: print(m, flush=True),
             stamp=dict(gguf_sha256=gguf),
+            max_batches=args.data_batches,
         )
     tensors, meta = load_dataset(args.data)
     made = (meta["config"], meta.get("gguf_sha256"))
