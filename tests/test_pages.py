@@ -35,7 +35,8 @@ from student_notebooks import answer_cells, stub_count, student_notebook  # noqa
 
 # A directive's opening fence and its options: ```{exercise} or ::::{exercise-start}.
 _DIRECTIVE = re.compile(
-    r"^(?P<fence>:{3,}|`{3,})\{(?P<name>[\w:-]+)\}[^\n]*\n(?P<options>(?::[^\n]*\n)*)", re.M
+    r"^(?P<fence>:{3,}|`{3,})\{(?P<name>[\w:-]+)\}[^\n]*\n(?P<options>(?::\w[\w-]*:[^\n]*\n)*)",
+    re.M,
 )
 _ORDINALS = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth"]
 # "chapter 7b", "chapters 0 and 1", "chapters 4, 5, 7, 7b, 9 and 10", "chapters 9 to 13".
