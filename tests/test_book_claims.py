@@ -58,11 +58,6 @@ KNOWN_SUMMARY_NUMBERS: set[tuple[str, int, str]] = {
     # same in words ("at every size but N = 1,500", glue ch7_bench_miss_fit), never the
     # count; state it there (or glue the summary's from the same name). Polish.
     ("07_negative_control.ipynb", 54, "ch7_bench_miss_inside"),
-    # "the tree resolved more tokens per pass than the chain in 7 of 12 pairings": the
-    # body reads the pairings one by one (cell 29) and states neither count; only the
-    # table printed by cell 27 does. Weak.
-    ("12_trees_and_heads.ipynb", 50, "tree_better"),
-    ("12_trees_and_heads.ipynb", 50, "tree_pairings"),
 }
 
 #: Legends in which two labels share one swatch: (notebook, cell, "label | label").
