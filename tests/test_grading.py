@@ -57,6 +57,7 @@ SEEDS = {
     "check_tree_mask": range(5),
     "check_predict_counts": range(5),
     "check_verify_children": range(3),
+    "check_keep_likeliest": range(5),
 }
 
 
@@ -255,12 +256,15 @@ def _stubs():
     def predict_counts(prompt, output, k):
         raise NotImplementedError()
 
+    def keep_likeliest(parents, logprobs, budget):
+        raise NotImplementedError()
+
     stubs = [speculative_generate, decode_step_bytes, propose, accept_greedy, tokens_per_pass]
     stubs += [break_even_c]
     stubs += [accept_sampled, distribution_test, expected_cache_lengths, rollback_batch]
     stubs += [BernoulliDrafter]
     stubs += [slower_from, choose_ks, tree_mask_and_positions, verify_children]
-    stubs += [predict_counts]  # CHECKS order
+    stubs += [predict_counts, keep_likeliest]  # CHECKS order
     return dict(zip(G.CHECKS.values(), stubs, strict=True))
 
 
@@ -420,6 +424,7 @@ def test_grading_modules_import_one_way_without_private_names_or_function_level_
     order = ["report", "rollback", "per_pass", "tree_slips", "replay_slips", "speculative_slips"]
     order += ["goodput_slips", "mistakes"]
     order += ["harness", "exact", "sampled", "speculative", "trees", "replay", "goodput"]
+    order += ["rerank"]  # a check that holds its own mistakes
     order += ["__init__", "__main__"]
     assert sorted(order) == sorted(p.stem for p in package.glob("*.py"))
     for rank, stem in enumerate(order):

@@ -34,6 +34,7 @@ from specdec_lib.analysis.goodput import goodput_ks
 from specdec_lib.analysis.replay import replay_greedy
 from specdec_lib.analysis.replication import crossover
 from specdec_lib.analysis.theory import expected_tokens_per_pass_from_rates
+from specdec_lib.engine.eagle_tree import keep_likeliest
 from specdec_lib.engine.sampling import SamplingParams
 from specdec_lib.engine.tree import TokenTree, ancestor_mask, node_depths, walk_sampled
 from specdec_lib.engine.tree_decode import NgramTreeDrafter
@@ -125,6 +126,10 @@ def _predict_counts(prompt, output, k):
     return stats.target_passes, stats.proposed, stats.accepted
 
 
+def _keep_likeliest(parents, logprobs, budget):
+    return keep_likeliest(parents, logprobs, budget)
+
+
 #: ``{check: (delegating solution, what the report must name)}``: one per check.
 DELEGATING = {
     "check_speculative_generate": (_speculative_generate, "speculative_generate"),
@@ -143,6 +148,7 @@ DELEGATING = {
     "check_tree_mask": (_tree_mask_and_positions, "tree.ancestor_mask"),
     "check_verify_children": (_verify_children, "tree.walk_sampled"),
     "check_predict_counts": (_predict_counts, "replay.replay_greedy"),
+    "check_keep_likeliest": (_keep_likeliest, "eagle_tree.keep_likeliest"),
 }
 
 

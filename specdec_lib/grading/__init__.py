@@ -3,7 +3,7 @@
 Each ``check_*`` takes the student's function and returns a :class:`Report`; it never raises
 because of the student's code. Imports flow one way: report, the mistakes (rollback,
 per_pass, tree_slips, replay_slips, speculative_slips, goodput_slips, mistakes), harness,
-the checks.
+the checks (``rerank`` holds its own mistakes, and adds them to ``mistakes``' tables).
 """
 
 # ruff: noqa: F401 (the checks are imported for CHECKS and as the public names)
@@ -21,6 +21,7 @@ from .goodput import check_goodput_ks
 from .harness import LOG_ENV
 from .replay import check_predict_counts
 from .report import Diagnosis, Report
+from .rerank import check_keep_likeliest
 from .sampled import check_accept_sampled, check_bernoulli_drafter, check_distribution_test
 from .speculative import check_speculative_generate
 from .trees import check_tree_mask, check_verify_children
@@ -32,7 +33,7 @@ CHECKS = {
     check_accept_greedy check_tokens_per_pass check_break_even_c check_accept_sampled
     check_distribution_test check_cache_lengths check_batch_rollback check_bernoulli_drafter
     check_slower_from check_goodput_ks check_tree_mask check_verify_children
-    check_predict_counts""".split()
+    check_predict_counts check_keep_likeliest""".split()
 }
 
 __all__ = ["CHECKS", "LOG_ENV", "Diagnosis", "Report", *CHECKS]

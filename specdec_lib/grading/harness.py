@@ -161,17 +161,17 @@ _WATCHES: list[_Watch] = []  # the running check's
 
 
 def _trusted() -> set[Any]:
-    """The grader's own solutions and mistakes, which its checks run as students: unwatched."""
+    """The grader's own solutions and mistakes, which its checks run as students: unwatched.
+    Read when a check runs, not when this module is imported: a check whose module holds its
+    own mistakes (:mod:`.rerank`) adds them to :data:`MISTAKES` after this module loads."""
     return set(REFERENCES.values()) | {m.function for t in MISTAKES.values() for m in t.values()}
-
-
-_TRUSTED = _trusted()
 
 
 def _is_trusted(fn: Callable) -> bool:
     owner = getattr(fn, "__self__", None)  # a bound method: of a trusted class's instance?
+    trusted = _trusted()
     try:
-        return fn in _TRUSTED or (owner is not None and type(owner) in _TRUSTED)
+        return fn in trusted or (owner is not None and type(owner) in trusted)
     except TypeError:  # unhashable: not one of the grader's
         return False
 

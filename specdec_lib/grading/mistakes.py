@@ -228,7 +228,8 @@ def _sampled(
     return accept_sampled_
 
 
-#: ``{check name: {mistake: Mistake}}``, for every check.
+#: ``{check name: {mistake: Mistake}}``, for every check (a check whose one module holds its
+#: reference and its mistakes, as :mod:`.rerank` does, adds its own two rows when imported).
 MISTAKES: dict[str, dict[str, Mistake]] = {
     "check_ngram_drafter": _table(
         ("earliest match", _ngram_earliest_match, D.EARLIEST_MATCH),

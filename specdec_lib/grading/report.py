@@ -123,6 +123,13 @@ BLIND_TO_LOAD | prices the round as if the batch were one row | B rows cost cost
 NEVER_OFF | never turns speculation off | Try w = 0 too: under load, not speculating can win.
 TOKENS_OFF_BY_ONE | counts expected tokens off by one | Drafting k emits 1 + alpha + ... + alpha^k.
 IGNORES_DRAFTING | leaves the drafting time out | Add draft_seconds per drafted token to the round.
+OWN_PROBABILITY | ranks a node by its own probability, not its path's | Sum logprobs along its path.
+ORPHANS | keeps a node without its parent | Rank no node above its parent; ties go to the parent.
+SKIPS_ELDER | keeps a node without an elder sibling | Rank none above its elder; ties go to it.
+RANK_ORDER | returns the kept nodes in rank order, not tree order | Return them in increasing order.
+TIES_REVERSED | keeps the later node first on a tie | On equal ranks keep the lower index first.
+BUDGET_OFF_BY_ONE | keeps one node too many or too few | Keep min(budget, len(parents)) nodes.
+KEEPS_WRONG_COUNT | keeps the wrong number of nodes | Keep min(budget, len(parents)) nodes.
 """),
         module=__name__,
         qualname="Diagnosis",
