@@ -12,7 +12,8 @@ checked equal to plain greedy decoding's:
 
 * ``plain``: one target pass a token;
 * ``ngram``: prompt lookup (``NgramDrafter``, k = 4), chapter 13's baseline;
-* ``eagle``: the head's chain, k = ``EAGLE_K``;
+* ``eagle``: the head's chain, k = ``--chain-k`` (its acceptance falls fast with the
+  draft position, so a short chain may pay where a long one does not);
 * ``eagle_tree``: EAGLE-2's dynamic tree (``EagleTreeDrafter``, ``TREE_WIDTH`` children a
   node, ``TREE_BUDGET`` nodes, ``EAGLE_K`` levels deep);
 * ``eagle_or_lookup``: per round, prompt lookup where the context repeats itself, else the
@@ -113,19 +114,19 @@ def main(argv: list[str] | None = None) -> int:
     bench.add("--prompts", type=int, default=8)
     bench.add("--tokens", type=int, default=48)
     bench.add("--head", type=Path, default=WEIGHTS_DIR, help="the head's folder")
+    bench.add("--chain-k", type=int, default=EAGLE_K, help="the head's chain length")
     args = bench.parse(argv)
+    ks = DRAFTERS | {"eagle": args.chain_k}
     model, tok = load_smollm2(1024), SmolLM2Tokenizer()
     head = load_eagle(model, sha256(gguf_path()), args.head)
-    draft_seconds: dict[str, list[float]] = {name: [] for name in DRAFTERS}
+    draft_seconds: dict[str, list[float]] = {name: [] for name in ks}
     made = {
         "ngram": NgramDrafter(vocab_size=model.config.vocab_size),
         "eagle": EagleDrafter(head),
         "eagle_tree": EagleTreeDrafter(head, TREE_WIDTH, TREE_BUDGET),
         "eagle_or_lookup": EagleOrLookupDrafter(head),
     }
-    drafters = {
-        name: (time_drafting(d, draft_seconds[name]), DRAFTERS[name]) for name, d in made.items()
-    }
+    drafters = {name: (time_drafting(d, draft_seconds[name]), ks[name]) for name, d in made.items()}
     clock = PassClock(model)
     params = SamplingParams(max_tokens=args.tokens)
     rows, timed = [], {}
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             ids = tok.encode(text)
             outputs, stats = {}, {}
             passes: dict[str, list[tuple[int, float]]] = defaultdict(list)
-            drafting = {name: 0.0 for name in DRAFTERS}
+            drafting = {name: 0.0 for name in ks}
             jobs = decode_jobs(model, drafters, ids, params, outputs, stats)
 
             clocked = {
@@ -171,18 +172,18 @@ def main(argv: list[str] | None = None) -> int:
                 + f"; {bench.seconds():.0f} s",
                 flush=True,
             )
-    by_workload = {w: summarise(rows, w, DRAFTERS) for w in WORKLOADS}
+    by_workload = {w: summarise(rows, w, ks) for w in WORKLOADS}
     result = {
         "description": "SmolLM2-135M-Instruct, greedy, batch one: its EAGLE head (chain and "
         "EAGLE-2 tree) and prompt lookup against plain decoding",
-        "drafters": {name: {"k": k} for name, k in DRAFTERS.items()},
+        "drafters": {name: {"k": k} for name, k in ks.items()},
         "tree": {"width": TREE_WIDTH, "budget": TREE_BUDGET},
         "head": {k: v for k, v in eagle_info(args.head).items() if k in ("sha256", "gguf_sha256")},
         "tokens_per_prompt": args.tokens,
         "repeats": args.repeats,
         "prompts": rows,
         "by_workload": by_workload,
-        "rows": speedup_rows(by_workload, DRAFTERS),
+        "rows": speedup_rows(by_workload, ks),
         "load": bench.load(timed),
     }
     print(f"busy: {result['load']['busy']}")
