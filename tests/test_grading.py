@@ -29,7 +29,7 @@ from specdec_lib import grading as G
 from specdec_lib.analysis.replication import crossover
 from specdec_lib.engine.drafters import one_hot_probs
 from specdec_lib.grading import Diagnosis
-from specdec_lib.grading.exact import ExactCheck
+from specdec_lib.grading.exact import ExactCheck, _draft_runs
 from specdec_lib.grading.harness import (
     Abort,
     as_int,
@@ -64,9 +64,12 @@ SEEDS = {
 @pytest.mark.parametrize(
     ("check", "mistake"), [(check, mistake) for check in SEEDS for mistake in MISTAKES[check]]
 )
-def test_each_named_mistake_is_caught_with_its_diagnosis(check, mistake, untrained_target):
+def test_each_named_mistake_is_caught_with_its_diagnosis(
+    check, mistake, untrained_target, untrained_draft
+):
     wrong = MISTAKES[check][mistake]
-    kwargs = {"target": untrained_target} if check == "check_cache_lengths" else {}
+    models = {"target": untrained_target, "draft": untrained_draft}
+    kwargs = models if check == "check_cache_lengths" else {}
     diagnoses = [G.CHECKS[check](wrong.function, seed=s, **kwargs).diagnosis for s in SEEDS[check]]
     caught = sum(d is wrong.diagnosis for d in diagnoses)
     assert caught == len(diagnoses), (
@@ -169,16 +172,39 @@ def test_the_deterministic_checks_never_fail_a_correct_solution(check):
     assert report.evidence["cases"] >= 16
 
 
-def test_the_cache_lengths_check_passes_the_engine_invariant_written_out(untrained_target):
-    def expected_cache_lengths(n_prompt, log):
-        lengths, context = [], n_prompt
-        for r in log:
-            context += len(r.emitted)
-            lengths.append(context - 1)
-        return lengths
+def test_the_cache_lengths_check_passes_both_caches_written_out(untrained_target, untrained_draft):
+    """A student's solution: the target's invariant, and the draft's cache replayed token
+    by token (what it fed, compared with the new context), not counted."""
 
-    report = G.check_cache_lengths(expected_cache_lengths, target=untrained_target)
-    assert report.passed, report
+    def expected_cache_lengths(n_prompt, log):
+        pairs, context, cached = [], [0] * n_prompt, []
+        for r in log:
+            if r.proposed:  # it fed the context and every draft but the last
+                cached = context + list(r.proposed[:-1])
+            context = context + list(r.emitted)
+            kept = 0
+            while kept < min(len(cached), len(context) - 1) and cached[kept] == context[kept]:
+                kept += 1
+            pairs.append((len(context) - 1, kept))
+        return pairs
+
+    for seed in range(2):
+        models = {"target": untrained_target, "draft": untrained_draft}
+        report = G.check_cache_lengths(expected_cache_lengths, seed=seed, **models)
+        assert report.passed, report
+
+
+def test_the_draft_cache_record_is_what_the_reference_formula_says(untrained_target):
+    """The check's expected answers are the engine's own record of both caches; the
+    grader's reference in the student's form (a formula) must agree with it everywhere."""
+    draft = load_model("draft", trained=False)
+    runs = _draft_runs(0, target=untrained_target, draft=draft)
+    for n_prompt, log, record in runs:
+        assert REFERENCES["check_cache_lengths"](n_prompt, log) == record
+    rounds = [(len(r.proposed), r.n_accepted) for _, log, _ in runs for r in log]
+    # the cases hold every kind of round the exercise turns on
+    assert any(m == n > 0 for m, n in rounds) and any(n < m - 1 for m, n in rounds)
+    assert any(m == 0 for m, n in rounds)
 
 
 @pytest.fixture(scope="module")
@@ -275,7 +301,7 @@ def test_every_check_reports_a_stub_as_not_attempted_without_raising(
     for check, stub in _stubs().items():
         wants = {
             "check_speculative_generate": models,
-            "check_cache_lengths": {"target": models["target"]},
+            "check_cache_lengths": models,
         }
         report = check(stub, **wants.get(check.__name__, {}))
         assert not report.passed and report.diagnosis is Diagnosis.NOT_IMPLEMENTED, report
@@ -422,7 +448,7 @@ def test_catch_rates_count_each_mistake_and_the_false_alarms_of_the_reference():
 def test_grading_modules_import_one_way_without_private_names_or_function_level_imports():
     package = Path(G.__file__).parent
     order = ["report", "rollback", "per_pass", "tree_slips", "replay_slips", "speculative_slips"]
-    order += ["goodput_slips", "mistakes"]
+    order += ["cache_slips", "goodput_slips", "mistakes"]
     order += ["harness", "exact", "sampled", "speculative", "trees", "replay", "goodput"]
     order += ["rerank"]  # a check that holds its own mistakes
     order += ["__init__", "__main__"]

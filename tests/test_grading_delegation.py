@@ -164,7 +164,7 @@ def test_a_solution_that_calls_the_library_is_refused_by_name(
     models = {"target": untrained_target, "draft": untrained_draft}
     kwargs = {
         "check_speculative_generate": models,
-        "check_cache_lengths": {"target": models["target"]},
+        "check_cache_lengths": models,
     }
     report = G.CHECKS[check](solution, **kwargs.get(check, {}))
     assert report.diagnosis is Diagnosis.DELEGATES, report
@@ -204,11 +204,15 @@ def test_a_delegation_inside_a_method_or_a_subclass_or_an_alias_is_seen():
     assert G.check_accept_greedy(alias).diagnosis is Diagnosis.DELEGATES
 
 
-def test_reading_the_engines_record_of_cache_lengths_gets_nothing(untrained_target):
+def test_reading_the_engines_record_of_cache_lengths_gets_nothing(
+    untrained_target, untrained_draft
+):
     def expected_cache_lengths(n_prompt, log):
-        return [r.cache_length for r in log]  # the records the exercise says not to read
+        # the records the exercise says not to read
+        return [(r.cache_length, r.cache_length) for r in log]
 
-    report = G.check_cache_lengths(expected_cache_lengths, target=untrained_target)
+    models = {"target": untrained_target, "draft": untrained_draft}
+    report = G.check_cache_lengths(expected_cache_lengths, **models)
     assert not report.passed and report.diagnosis is Diagnosis.WRONG_TYPE, report
 
 
@@ -253,7 +257,7 @@ def test_the_chapters_solutions_pass_their_checks(untrained_target, untrained_dr
     models = {"target": untrained_target, "draft": untrained_draft}
     kwargs = {
         "check_speculative_generate": models,
-        "check_cache_lengths": {"target": models["target"]},
+        "check_cache_lengths": models,
     }
     solutions = _chapter_solutions()
     assert len(solutions) >= 12

@@ -13,7 +13,10 @@ from . import CHECKS
 from .harness import catch_rates
 from .mistakes import MISTAKES
 
-_SLOW = {"check_speculative_generate": ("target", "draft"), "check_cache_lengths": ("target",)}
+_SLOW = {
+    "check_speculative_generate": ("target", "draft"),
+    "check_cache_lengths": ("target", "draft"),
+}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -271,39 +271,89 @@ check_tokens_per_pass = ExactCheck(
 )
 
 
-def _runs(seed: int, target: torch.nn.Module | None = None) -> list[tuple[int, list]]:
-    """Eight cached runs: copy and novel prompts, n-gram and model drafters, greedy and
-    sampled, k = 1 to 6, each with the engine's record of its cache lengths."""
-    model, tok, out = (target if target is not None else load_model("target"), Tokenizer(), [])
+class _DraftCacheRecorder(DraftModelDrafter):
+    """The library's draft-model drafter, recording what it keeps of its cache each time it
+    starts drafting (the first crop of a call): the engine's own record of the draft cache.
+    ``kept[0]`` is the empty cache before the first round."""
+
+    def __init__(self, model: TinyGPT) -> None:
+        super().__init__(model)
+        self.kept: list[int] = []
+        self._starting = False
+
+    def draft(self, context, k, params, generator):  # noqa: ANN001, ANN201
+        self._starting = k > 0
+        return super().draft(context, k, params, generator)
+
+    def logits_after(self, context: list[int]) -> torch.Tensor:
+        if not self._starting:
+            return super().logits_after(context)
+        self._starting, crop = False, self.cache.crop
+        self.cache.crop = lambda n: (self.kept.append(int(n)), crop(n))[1]
+        try:
+            return super().logits_after(context)
+        finally:
+            del self.cache.crop  # the class's own crop again
+
+
+def _draft_runs(
+    seed: int, target: torch.nn.Module | None = None, draft: torch.nn.Module | None = None
+) -> list[tuple[int, list, list[tuple[int, int]]]]:
+    """Eight cached runs with a draft model, 31 tokens each: copy, edit, answer and novel
+    prompts, greedy and sampled, mostly k = 4; the novel ones drafted by the target itself
+    (every draft accepted, and a last round that drafts nothing). Each with the engine's
+    record: the target's cache length after each round, and what the draft keeps."""
+    target = target if target is not None else load_model("target")
+    draft = draft if draft is not None else load_model("draft")
+    tok, out = Tokenizer(), []
     for i in range(8):
-        prompt = tok.encode(workload_prompts(("copy", "novel")[i % 2], 1, seed=seed + i)[0])
-        drafter = DraftModelDrafter(model) if i % 4 == 3 else NgramDrafter()
-        params = SamplingParams(temperature=(0.0, 1.0)[i // 4], max_tokens=30)
+        workload = ("copy", "edit", "answer", "novel")[i % 4]
+        prompt = tok.encode(workload_prompts(workload, 1, seed=seed + i)[0])
+        drafter = _DraftCacheRecorder(target if workload == "novel" else draft)
+        params = SamplingParams(temperature=(0.0, 1.0)[i // 4], max_tokens=31)
+        k = (4, 4, 3, 4, 4, 5, 4, 2)[i]
         stats, gen = SpeculationStats(), torch.Generator().manual_seed(seed)
-        speculative_generate(model, drafter, prompt, params, 1 + i % 6, gen, stats)
-        out.append((len(prompt), stats.log))
+        output = speculative_generate(target, drafter, prompt, params, k, gen, stats)
+        drafter._starting = True  # what it would keep of its cache after the last round
+        drafter.logits_after(prompt + output)
+        # the value after round r is recorded when it next drafts (or at the end)
+        later = [j for j, r in enumerate(stats.log) if r.proposed][1:]
+        kept = [drafter.kept[1 + sum(j <= r for j in later)] for r in range(len(stats.log))]
+        record = [(r.cache_length, d) for r, d in zip(stats.log, kept, strict=True)]
+        out.append((len(prompt), stats.log, record))
     return out
 
 
-def _lengths(fn: Callable, case: tuple[int, list]) -> list[int]:
+def _pairs(value: Any) -> list[tuple[int, int]]:
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(v, list | tuple) and len(v) == 2 for v in value
+    ):
+        hint = " (is a `return` missing?)" if value is None else ""
+        what = f"the lengths must be a list of (target, draft) pairs{hint}: {value!r:.60}"
+        raise Abort(Diagnosis.WRONG_TYPE, what)
+    return [(as_int(t, "each target length"), as_int(d, "each draft length")) for t, d in value]
+
+
+def _lengths(fn: Callable, case: tuple[int, list, list]) -> list[tuple[int, int]]:
     if fn is REFERENCES["check_cache_lengths"]:
-        return [r.cache_length for r in case[1]]  # the engine's own record
+        return case[2]  # the engine's own record
     # The log without the engine's record of the answer ("without looking at the records").
     log = [dataclasses.replace(r, cache_length=None) for r in case[1]]
-    return as_tokens(call_student(fn, "expected_cache_lengths", case[0], log), "the lengths")
+    return _pairs(call_student(fn, "expected_cache_lengths", case[0], log))
 
 
 check_cache_lengths = ExactCheck(
     "check_cache_lengths",
-    _runs,
+    _draft_runs,
     _lengths,
     lambda c: (
-        f"a prompt of {c[0]} tokens, (proposed, accepted) = "
-        f"{[(len(r.proposed), r.n_accepted) for r in c[1][:8]]}"
+        f"a prompt of {c[0]} tokens, (proposed, accepted) per round = "
+        f"{[(len(r.proposed), r.n_accepted) for r in c[1][:8]]}" + (" ..." if len(c[1]) > 8 else "")
     ),
-    """Check ``expected_cache_lengths(n_prompt, log) -> list[int]`` against the cache lengths
-    the engine recorded in eight cached runs of ``target`` (a keyword; default the shipped
-    model).""",
+    """Check ``expected_cache_lengths(n_prompt, log) -> [(target, draft), ...]``: after each
+    round, the target's cache length and what the draft model keeps of its cache, against
+    the engine's record in eight cached draft-model runs of ``target`` and ``draft``
+    (keywords; default the shipped models).""",
 )
 
 

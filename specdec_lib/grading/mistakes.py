@@ -25,6 +25,7 @@ from specdec_lib.engine.verify import (
     accept_sampled_biased,
 )
 
+from .cache_slips import CACHE_SLIPS, cache_reference
 from .goodput_slips import GOODPUT_SLIPS, goodput_reference
 from .per_pass import PER_PASS_SLIPS, per_pass_reference
 from .replay_slips import REPLAY_SLIPS, counts_reference
@@ -134,23 +135,6 @@ def _dist(n=60, p=None, tail=1, looks=(60,), seed=None) -> Callable:
 
 #: Correct: 60 rounds, a one-sided z-test on the drafted token (the bug raises its frequency).
 dist_reference = _dist()
-
-
-def _cache(grows: Callable, keep: int = -1) -> Callable:
-    """Cache lengths if each round grew the context by ``grows(record)``."""
-
-    def expected_cache_lengths(n_prompt, log):
-        lengths, context = [], n_prompt
-        for record in log:
-            context += grows(record)
-            lengths.append(context + keep)
-        return lengths
-
-    return expected_cache_lengths
-
-
-#: Correct: the whole context but its pending last token.
-_cache_reference = _cache(lambda r: len(r.emitted))
 
 
 #: Correct: each row keeps its pending token and its own accepted drafts, and the blocks
@@ -298,11 +282,7 @@ MISTAKES: dict[str, dict[str, Mistake]] = {
         ("ignores the seed", _dist(seed=0), D.IGNORES_SEED),
         ("wrong tail", _dist(tail=-1), D.WRONG_TAIL),
     ),
-    "check_cache_lengths": _table(
-        ("counts the pending token", _cache(lambda r: len(r.emitted), 0), D.COUNTS_PENDING),
-        ("no rollback", _cache(lambda r: len(r.proposed) + 1), D.NO_ROLLBACK),
-        ("accepted only", _cache(lambda r: r.n_accepted), D.ACCEPTED_ONLY),
-    ),
+    "check_cache_lengths": _table(*CACHE_SLIPS),
     "check_batch_rollback": _table(
         ("reset instead of crop", rollback_as(lambda n, m, a, s: 0, in_row_order), D.RESETS_CACHE),
         (
@@ -362,7 +342,7 @@ REFERENCES: dict[str, Callable] = {
     "check_decode_step_bytes": _bytes_reference,
     "check_break_even_c": _break_even_reference,
     "check_distribution_test": dist_reference,
-    "check_cache_lengths": _cache_reference,
+    "check_cache_lengths": cache_reference,
     "check_batch_rollback": _rollback_reference,
     "check_bernoulli_drafter": _bernoulli(),
     "check_slower_from": _slower_reference,

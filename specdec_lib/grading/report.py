@@ -98,6 +98,10 @@ SHARED_ROLLBACK | rolls every row back by the same count | Roll each row back by
 WRONG_ROW | gives rows each other's accepted counts | Look each row's count up by its request id.
 DROPS_PENDING | drops the pending token the pass wrote | Keep it: the length grows by 1 + accepted.
 FREES_PARTIAL_BLOCK | frees a partly used block | Keep every block that holds a kept entry.
+DRAFT_LAST_DRAFT | keeps a draft the draft model never fed | Its last draft never entered its cache.
+DRAFT_NO_ROLLBACK | forgets the draft model's rollback | The draft keeps only the drafts accepted.
+DRAFT_REWINDS_BY_COUNT | rewinds the draft by the rejected count | Count from what it fed.
+DRAFT_EMPTY_ROUND | moves the draft's cache in an empty round | No drafts: it stays as it was.
 SPOIL_RATE | keeps the wrong share of proposals | Keep each token with probability alpha.
 INVERTED_SPOIL | spoils with probability alpha | Spoil with probability 1 - alpha.
 DEPENDENT_SPOILS | spoils tokens together | Draw one coin per token.
