@@ -53,12 +53,7 @@ KNOWN_UNKNOWN_NAMES: set[tuple[str, int, str]] = set()
 
 #: Numbers a "What to remember" states and the body above it does not: (notebook, cell,
 #: glue name or literal).
-KNOWN_SUMMARY_NUMBERS: set[tuple[str, int, str]] = {
-    # "inside the measured 95% interval at 6 of the 7 sizes": the body (cell 39) says the
-    # same in words ("at every size but N = 1,500", glue ch7_bench_miss_fit), never the
-    # count; state it there (or glue the summary's from the same name). Polish.
-    ("07_negative_control.ipynb", 54, "ch7_bench_miss_inside"),
-}
+KNOWN_SUMMARY_NUMBERS: set[tuple[str, int, str]] = {}
 
 #: Legends in which two labels share one swatch: (notebook, cell, "label | label").
 KNOWN_LEGEND_CLASHES: set[tuple[str, int, str]] = set()
