@@ -27,18 +27,15 @@ against a plain decoding step's measured in the same run.
 
 from __future__ import annotations
 
-import statistics
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 
-from smollm2_workloads import decode_jobs, speedup_rows, summarise
+from smollm2_workloads import decode_jobs, print_row, prompt_row, speedup_rows, summarise
 
 from specdec_lib import SamplingParams
-from specdec_lib.analysis.novelty import continued_tokens
 from specdec_lib.analysis.timing import interleaved
 from specdec_lib.engine.drafters import NgramDrafter
 from specdec_lib.engine.eagle import EagleDrafter, EagleOrLookupDrafter, eagle_info, load_eagle
@@ -147,31 +144,19 @@ def main(argv: list[str] | None = None) -> int:
             out = outputs["plain"]
             timed.update({(workload, i, m): t for m, t in times.items()})
             rows.append(
-                dict(
-                    workload=workload,
-                    prompt=i,
-                    prompt_tokens=len(ids),
-                    counts={name: asdict(stats[name]) | {"log": []} for name in drafters},
-                    seconds={m: t.wall for m, t in times.items()},
+                prompt_row(
+                    workload,
+                    i,
+                    ids,
+                    out,
+                    tok,
+                    stats,
+                    times,
                     passes={m: [[n, round(s, 6)] for n, s in p] for m, p in passes.items()},
                     draft_seconds={m: round(s, 6) for m, s in drafting.items()},
-                    copied_share=statistics.mean(continued_tokens(ids, out, n=4)),
-                    ended_turn=tok.eos_id in out,
-                    text=tok.decode(out),
                 )
             )
-            r = rows[-1]
-            print(
-                f"{workload:9} {i}: copied {r['copied_share']:.2f}, "
-                + ", ".join(
-                    f"{m} {statistics.median(r['seconds']['plain']) / statistics.median(t):.2f}x"
-                    f" ({stats[m].tokens_per_pass:.2f}/pass)"
-                    for m, t in r["seconds"].items()
-                    if m != "plain"
-                )
-                + f"; {bench.seconds():.0f} s",
-                flush=True,
-            )
+            print_row(rows[-1], stats, bench.seconds())
     by_workload = {w: summarise(rows, w, ks) for w in WORKLOADS}
     result = {
         "description": "SmolLM2-135M-Instruct, greedy, batch one: its EAGLE head (chain and "

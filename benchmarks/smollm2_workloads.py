@@ -122,6 +122,37 @@ def tables(prompts: list[dict]) -> dict:
     return {"prompts": prompts, "by_workload": by_workload, "rows": speedup_rows(by_workload)}
 
 
+def prompt_row(workload, i, ids, out, tok, stats, times, **extra) -> dict:  # noqa: ANN001
+    """One prompt's stored row: its counts per drafter, every method's times, what the
+    model wrote and how much of it copies the prompt (``extra``: a benchmark's own keys)."""
+    return dict(
+        workload=workload,
+        prompt=i,
+        prompt_tokens=len(ids),
+        counts={name: asdict(s) | {"log": []} for name, s in stats.items()},
+        seconds={m: t.wall for m, t in times.items()},
+        copied_share=statistics.mean(continued_tokens(ids, out, n=4)),
+        ended_turn=tok.eos_id in out,
+        text=tok.decode(out),
+        **extra,
+    )
+
+
+def print_row(row: dict, stats: dict, seconds: float) -> None:
+    """A prompt's line of progress: each method's speed-up and tokens per pass."""
+    plain = statistics.median(row["seconds"]["plain"])
+    print(
+        f"{row['workload']:15} {row['prompt']}: copied {row['copied_share']:.2f}, "
+        + ", ".join(
+            f"{m} {plain / statistics.median(t):.2f}x ({stats[m].tokens_per_pass:.2f}/pass)"
+            for m, t in row["seconds"].items()
+            if m != "plain"
+        )
+        + f"; {seconds:.0f} s",
+        flush=True,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     small = {"prompts": 1, "tokens": 8, "repeats": 1}
     bench = Benchmark("smollm2_workloads", __doc__, small=small, repeats=2)
@@ -152,30 +183,9 @@ def main(argv: list[str] | None = None) -> int:
                 agreement = exit_agreement(model, ids + out, len(ids))
             timed.update({(workload, i, m): t for m, t in times.items()})
             rows.append(
-                dict(
-                    workload=workload,
-                    prompt=i,
-                    prompt_tokens=len(ids),
-                    counts={name: asdict(stats[name]) | {"log": []} for name in drafters},
-                    seconds={m: t.wall for m, t in times.items()},
-                    copied_share=statistics.mean(continued_tokens(ids, out, n=4)),
-                    exit_agreement=agreement,
-                    ended_turn=tok.eos_id in out,
-                    text=tok.decode(out),
-                )
+                prompt_row(workload, i, ids, out, tok, stats, times, exit_agreement=agreement)
             )
-            r = rows[-1]
-            print(
-                f"{workload:15} {i}: copied {r['copied_share']:.2f}, "
-                + ", ".join(
-                    f"{m} {statistics.median(r['seconds']['plain']) / statistics.median(t):.2f}x"
-                    f" ({stats[m].tokens_per_pass:.2f}/pass)"
-                    for m, t in r["seconds"].items()
-                    if m != "plain"
-                )
-                + f"; {bench.seconds():.0f} s",
-                flush=True,
-            )
+            print_row(rows[-1], stats, bench.seconds())
     result = {
         "description": "SmolLM2-135M-Instruct, greedy, batch one: what it writes, and what "
         "prompt lookup and an early exit of itself make of it",
