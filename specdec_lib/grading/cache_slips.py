@@ -17,7 +17,7 @@ from collections.abc import Callable
 from .report import Diagnosis as D
 
 
-def cache_pairs(
+def _cache_pairs(
     drafts_kept: Callable[[int, int], int],
     target_grows: Callable = lambda r: len(r.emitted),
     pending: int = -1,
@@ -42,35 +42,35 @@ def cache_pairs(
 
 #: Correct: the target holds the context but its pending token; the draft keeps the
 #: round's starting context and the accepted drafts it had fed, at most m - 1.
-cache_reference = cache_pairs(lambda m, n: min(n, m - 1))
+cache_reference = _cache_pairs(lambda m, n: min(n, m - 1))
 
 #: ``(name, function, diagnosis)``: the slips the check names.
 CACHE_SLIPS = (
     (
         "target counts the pending token",
-        cache_pairs(lambda m, n: min(n, m - 1), pending=0),
+        _cache_pairs(lambda m, n: min(n, m - 1), pending=0),
         D.COUNTS_PENDING,
     ),
     (
         "target not rolled back",
-        cache_pairs(lambda m, n: min(n, m - 1), lambda r: len(r.proposed) + 1),
+        _cache_pairs(lambda m, n: min(n, m - 1), lambda r: len(r.proposed) + 1),
         D.NO_ROLLBACK,
     ),
     (
         "target grows by the accepted only",
-        cache_pairs(lambda m, n: min(n, m - 1), lambda r: r.n_accepted),
+        _cache_pairs(lambda m, n: min(n, m - 1), lambda r: r.n_accepted),
         D.ACCEPTED_ONLY,
     ),
-    ("draft keeps its last draft", cache_pairs(lambda m, n: n), D.DRAFT_LAST_DRAFT),
-    ("draft not rolled back", cache_pairs(lambda m, n: m - 1), D.DRAFT_NO_ROLLBACK),
+    ("draft keeps its last draft", _cache_pairs(lambda m, n: n), D.DRAFT_LAST_DRAFT),
+    ("draft not rolled back", _cache_pairs(lambda m, n: m - 1), D.DRAFT_NO_ROLLBACK),
     (
         "draft rewound by the rejected count",
-        cache_pairs(lambda m, n: n - 1 if n < m else m - 1),
+        _cache_pairs(lambda m, n: n - 1 if n < m else m - 1),
         D.DRAFT_REWINDS_BY_COUNT,
     ),
     (
         "draft moved by a round that drafted nothing",
-        cache_pairs(lambda m, n: min(n, m - 1), empty_rounds_move=True),
+        _cache_pairs(lambda m, n: min(n, m - 1), empty_rounds_move=True),
         D.DRAFT_EMPTY_ROUND,
     ),
 )
