@@ -124,18 +124,17 @@ class NgramTreeDrafter:
     ) -> TokenTree:
         tokens: list[int] = []
         parents: list[int] = []
+        node_of: dict[tuple[int, int], int] = {}  # (parent, token) -> the node, if drafted
         for continuation in itertools.islice(
             self._continuations(context, max_depth), self.max_paths
         ):
             node = -1
             for token in continuation:
-                child = next(
-                    (i for i, p in enumerate(parents) if p == node and tokens[i] == token), None
-                )
+                child = node_of.get((node, token))
                 if child is None:
                     if len(tokens) == self.max_nodes:
                         break
-                    child = len(tokens)
+                    child = node_of[node, token] = len(tokens)
                     tokens.append(token)
                     parents.append(node)
                 node = child
