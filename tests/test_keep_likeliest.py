@@ -18,8 +18,7 @@ import pytest
 
 from specdec_lib.engine.eagle_tree import keep_likeliest
 from specdec_lib.grading import Diagnosis, check_keep_likeliest, rerank
-from specdec_lib.grading.harness import catch_rates
-from specdec_lib.grading.mistakes import MISTAKES, REFERENCES
+from specdec_lib.grading.mistakes import MISTAKES, REFERENCES, catch_rates
 
 SLIPS = MISTAKES["check_keep_likeliest"]
 REFERENCE = REFERENCES["check_keep_likeliest"]

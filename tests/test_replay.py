@@ -14,8 +14,7 @@ from specdec_lib import (
 )
 from specdec_lib.analysis.replay import common_prefix, replay_greedy
 from specdec_lib.grading import Diagnosis
-from specdec_lib.grading.harness import catch_rates
-from specdec_lib.grading.mistakes import MISTAKES
+from specdec_lib.grading.mistakes import MISTAKES, catch_rates
 from specdec_lib.grading.replay import check_predict_counts
 from specdec_lib.grading.replay_slips import REPLAY_SLIPS, counts_reference
 from specdec_lib.text.language import WORKLOADS

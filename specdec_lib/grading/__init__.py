@@ -7,23 +7,21 @@ the checks (``rerank`` holds its own mistakes, and adds them to ``mistakes``' ta
 """
 
 # ruff: noqa: F401 (the checks are imported for CHECKS and as the public names)
-from .exact import (
-    check_accept_greedy,
-    check_batch_rollback,
-    check_break_even_c,
-    check_cache_lengths,
-    check_decode_step_bytes,
-    check_ngram_drafter,
-    check_slower_from,
-    check_tokens_per_pass,
-)
+from .accept_greedy import check_accept_greedy
+from .accept_sampled import check_accept_sampled
+from .bernoulli_drafter import check_bernoulli_drafter
+from .break_even_c import check_break_even_c
+from .decode_step_bytes import check_decode_step_bytes
+from .distribution_tests import check_distribution_test
+from .exact import check_batch_rollback, check_cache_lengths, check_slower_from
 from .goodput import check_goodput_ks
-from .harness import LOG_ENV
+from .greedy_tokens_per_pass import check_tokens_per_pass
+from .ngram_drafter import check_ngram_drafter
 from .replay import check_predict_counts
 from .report import Diagnosis, Report
 from .rerank import check_keep_likeliest
-from .sampled import check_accept_sampled, check_bernoulli_drafter, check_distribution_test
-from .speculative import check_speculative_generate
+from .sandbox import LOG_ENV
+from .speculative_generate import check_speculative_generate
 from .trees import check_tree_mask, check_verify_children
 
 #: Every check, by name (the names chapters call and the grading log records), in course order.

@@ -10,8 +10,7 @@ import time
 from specdec_lib.engine.weights import load_model
 
 from . import CHECKS
-from .harness import catch_rates
-from .mistakes import MISTAKES
+from .mistakes import MISTAKES, catch_rates
 
 _SLOW = {
     "check_speculative_generate": ("target", "draft"),

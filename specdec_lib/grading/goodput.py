@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from specdec_lib.analysis.goodput import GoodputK, goodput_ks
 from specdec_lib.analysis.serving import RooflineStepCost, StepCostFit
+from specdec_lib.analysis.goodput import GoodputK, goodput_ks
 
-from .exact import ExactCheck
-from .harness import Abort, as_int, call_student, forbidden
+from .answers import ExactCheck
 from .report import Diagnosis
+from .sandbox import Abort, as_int, call_student, forbidden
 
 # The batch sizes a profiled cost is given at, and its largest k.
 _BATCHES = (1, 2, 4, 8, 16, 32, 48)

@@ -17,9 +17,9 @@ from typing import Any
 from specdec_lib.analysis.replay import replay_greedy
 from specdec_lib.text.language import WORKLOADS, workload_examples
 
-from .exact import ExactCheck
-from .harness import Abort, as_int, call_student, forbidden
+from .answers import ExactCheck
 from .report import Diagnosis
+from .sandbox import Abort, as_int, call_student, forbidden
 
 # (prompt, output, k): a quote, loops, a partial match, an edit, budgets of one and two
 # tokens; on them alone every slip parts from the truth and from every other slip.

@@ -22,7 +22,7 @@ Every log-probability in the cases is a multiple of 2**-10 above -64, so every p
 is exact in float64 and float32, whatever the order it is added in; a student who works
 with probabilities instead (products) keeps every tie, and every other pair of paths
 differs by a factor of at least exp(2**-10), far beyond rounding. A student's answer is
-matched with the slips first (as :class:`~.exact.ExactCheck` does); failing that, its
+matched with the slips first (as :class:`~.answers.ExactCheck` does); failing that, its
 first broken rule is named (the count, the order, an orphan, a skipped elder sibling).
 
 Unlike the other checks, whose slips sit in a module below :mod:`.mistakes`, this one
@@ -42,10 +42,11 @@ import torch
 
 from specdec_lib.engine import eagle_tree
 
-from .harness import Abort, as_int, call_student, forbidden, run_check
-from .mistakes import MISTAKES, REFERENCES, Mistake
+from .answers import closest_mistake
+from .mistakes import register
 from .report import Diagnosis as D
 from .report import Report
+from .sandbox import Abort, as_int, call_student, forbidden, run_check
 
 _NAME = "check_keep_likeliest"
 _STEP = 2.0**-10  # every log-probability of a case is a multiple of it
@@ -114,8 +115,7 @@ _SLIPS = (
     ("one node too few", _keep_as(extra=-1), D.BUDGET_OFF_BY_ONE),
 )
 
-MISTAKES[_NAME] = {label: Mistake(fn, diagnosis) for label, fn, diagnosis in _SLIPS}
-REFERENCES[_NAME] = _reference
+register(_NAME, _reference, *_SLIPS)
 
 
 # --- the cases ---------------------------------------------------------------------------
@@ -292,18 +292,13 @@ def _describe(case: _Case) -> str:
 def _diagnosis(
     cases: list[_Case], got: list[tuple[int, ...]], wrong: list[int], expected: list
 ) -> tuple[D, dict[str, Any]]:
-    """The slip the student's answers reproduce (on at least 90% of the cases where the slip
-    is wrong, explaining at least 60% of the student's wrong answers), else the first rule
-    broken, in the order :func:`_broken` tests them, else a wrong answer."""
-    best, diagnosis, evidence = (0.6, 0.9), None, {}
-    for _, fn, slip_diagnosis in _SLIPS:
-        theirs = [tuple(fn(list(c[0]), list(c[1]), c[2])) for c in cases]
-        differs = [i for i in range(len(cases)) if theirs[i] != expected[i]]
-        agree = sum(got[i] == theirs[i] for i in differs) / max(len(differs), 1)
-        score = (sum(got[i] == theirs[i] for i in wrong) / len(wrong), agree)
-        if differs and score[0] >= 0.6 and agree >= 0.9 and score >= best:
-            best, diagnosis = score, slip_diagnosis
-            evidence = {"agrees with this mistake on": f"{agree:.0%} of its wrong answers"}
+    """The slip the student's answers reproduce (:func:`~.answers.closest_mistake`), else
+    the first rule broken, in the order :func:`_broken` tests them, else a wrong answer."""
+    answers = (
+        (slip_diagnosis, [tuple(fn(list(c[0]), list(c[1]), c[2])) for c in cases])
+        for _, fn, slip_diagnosis in _SLIPS
+    )
+    diagnosis, evidence = closest_mistake(expected, got, wrong, answers)
     if diagnosis is not None:
         return diagnosis, evidence
     order = (D.KEEPS_WRONG_COUNT, D.RANK_ORDER, D.ORPHANS, D.SKIPS_ELDER)

@@ -22,7 +22,6 @@ import numpy as np
 import torch
 
 from specdec_lib.analysis.enumeration import enumerate_outcomes
-from specdec_lib.analysis.trees import sibling_draws
 from specdec_lib.engine.tree import (
     ancestor_mask,
     draw_child,
@@ -31,11 +30,12 @@ from specdec_lib.engine.tree import (
     tree_layout,
     walk_sampled,
 )
+from specdec_lib.analysis.trees import sibling_draws
 
-from .harness import Abort, as_int, as_tokens, call_student, forbidden, run_check
 from .mistakes import MISTAKES, REFERENCES
 from .report import Diagnosis as D
 from .report import Report
+from .sandbox import Abort, as_int, as_tokens, call_student, forbidden, run_check
 from .tree_slips import multi_draft_thresholds
 
 # --- the mask and the positions ---------------------------------------------------------

@@ -1,23 +1,36 @@
-"""The checks of chapters 6 and 7: the residual rule, and a distribution test of it.
+"""Chapter 6's exercise, the residual rule, in one module: the answer in the student's form,
+its slips, and the check.
+
+``accept_sampled(target_logits, draft_probs, proposed, params, generator=None) ->
+(emitted, n_accepted)``: proposal x at row i is accepted with probability min(1, p(x) /
+q(x)), p the target's distribution after ``params``; the first rejection emits a draw
+from norm(max(0, p - q)) instead; k acceptances are followed by a bonus token from row k.
+Each slip is the engine's rule with one thing changed, the classic mistakes of this rule:
+resampling from p on rejection (the biased rule chapter 7 tests), accepting with p(x)
+alone (every proposal taken as certain, q(x) = 1), no bonus token, the rows read one
+position late (the last two shared with the greedy rule, :mod:`.accept_greedy`), a
+residual not renormalised (what an inverse-CDF draw from max(0, p - q) samples), and the
+sampling parameters not applied to the target (its raw softmax verified instead).
 
 Each probe of :func:`check_accept_sampled` runs the student's rule many seeded times in
 one situation on a vocabulary of 8; some outcomes are certain for a correct rule, the
 others are tested with :mod:`specdec_lib.analysis.hypothesis` at thresholds a correct
-rule almost never crosses, and each classic mistake leaves a trace no correct rule can
-(the most specific diagnosis wins). :func:`check_distribution_test` grades a student's
-test by its error rates on the correct rule and the biased one.
+rule almost never crosses, and each slip leaves a trace no correct rule can (the most
+specific diagnosis wins). Every draw must come from the generator handed in.
 """
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import torch
 
-from specdec_lib.analysis.exact import exact_first_token_distribution
+from specdec_lib.analysis.exact import (
+    exact_first_token_distribution,
+    residual_decomposition,
+)
 from specdec_lib.analysis.hypothesis import chi_square, z_score
 from specdec_lib.engine.drafters import one_hot_probs
 from specdec_lib.engine.sampling import SamplingParams, process_logits
@@ -29,9 +42,65 @@ from specdec_lib.engine.verify import (
     target_distribution,
 )
 
-from .harness import Abort, as_tokens, as_verification, call_student, forbidden, run_check
+from .accept_greedy import one_row_late, without_bonus
+from .mistakes import register
 from .report import Diagnosis as D
 from .report import Report
+from .sandbox import Abort, as_verification, call_student, forbidden, run_check
+
+# --- the answer, and its slips ---------------------------------------------------------
+
+
+def _sampled_reference(target_logits, draft_probs, proposed, params, generator=None):
+    """Correct: the engine's residual rule (a function of the grader's, so that a student
+    handing in the engine's own ``accept_sampled`` is told so)."""
+    return accept_sampled(target_logits, draft_probs, proposed, params, generator)
+
+
+def _falls_off_the_end(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """What an inverse-CDF draw from max(0, p - q), not renormalised, samples."""
+    parts = residual_decomposition(p, q)
+    weights = parts.shortfall.clone()
+    weights[-1] += 1 - parts.rejected_mass
+    return weights
+
+
+def _unfiltered(params: SamplingParams) -> SamplingParams:
+    """Temperature 1, no top-k, no top-p: the target's raw softmax, whatever was asked."""
+    return replace(params, temperature=1.0, top_k=None, top_p=1.0)
+
+
+def _rule_as(
+    rows=None, certain=False, bonus=True, residual=None, rule=accept_sampled, settings=None
+):
+    """The residual rule with its rows shifted, each proposal taken as certain (q(x) = 1),
+    no bonus token, another residual, other sampling settings for the target, or another
+    rule altogether."""
+
+    def accept_sampled_(logits, q, proposed, params, generator=None):
+        logits = logits if rows is None else rows(logits)
+        q = one_hot_probs(proposed, logits.shape[-1]) if certain else q
+        params = params if settings is None else settings(params)
+        args = (logits, q, proposed, params, generator)
+        result = rule(*args) if residual is None else accept_sampled(*args, residual)
+        return result if bonus else without_bonus(result, len(proposed))
+
+    return accept_sampled_
+
+
+register(
+    "check_accept_sampled",
+    _sampled_reference,
+    ("resample from p_target", _rule_as(rule=accept_sampled_biased), D.RESAMPLE_FROM_TARGET),
+    ("accept with p_target(x)", _rule_as(certain=True), D.ACCEPT_WITH_P_TARGET),
+    ("no bonus token", _rule_as(bonus=False), D.NO_BONUS),
+    ("off-by-one rows", _rule_as(rows=one_row_late), D.OFF_BY_ONE),
+    ("residual not renormalised", _rule_as(residual=_falls_off_the_end), D.UNNORMALISED_RESIDUAL),
+    ("sampling parameters not applied", _rule_as(settings=_unfiltered), D.IGNORES_PARAMS),
+)
+
+
+# --- the check -------------------------------------------------------------------------
 
 _V = 8
 _T1 = SamplingParams(temperature=1.0)
@@ -99,7 +168,7 @@ class _Runner:
         return out
 
 
-def _sampled(q: torch.Tensor) -> Callable[[torch.Generator], list[int]]:
+def _proposals_from(q: torch.Tensor) -> Callable[[torch.Generator], list[int]]:
     return lambda g: torch.multinomial(q, 1, generator=g)[:, 0].tolist()
 
 
@@ -107,7 +176,7 @@ def _probe_equal(runner: _Runner) -> _Seen:
     """p == q at every position: min(1, p/q) = 1, so all k are accepted and a bonus follows."""
     logits = _logits_for(_probs(0, 1, 2, 3, 1.5, 1.5, 1, 0)).repeat(4, 1)
     q = process_logits(logits[:3], _T1)
-    trials = runner.run(1, logits, q, _T1, 60, _sampled(q))
+    trials = runner.run(1, logits, q, _T1, 60, _proposals_from(q))
     all_in = [t for t in trials if t[2] == 3]
     missing = sum(len(t[1]) == 3 for t in all_in)
     findings = []
@@ -205,7 +274,7 @@ def _probe_filtered(runner: _Runner) -> _Seen:
     # Row 0 of the draft equals the target's, so position 1 is always accepted and the
     # second emitted token is exactly the output of verifying position 2.
     q = torch.stack([process_logits(raw[0], params), process_logits(draft_raw, params)])
-    trials = runner.run(6, raw, q, params, 200, _sampled(q))
+    trials = runner.run(6, raw, q, params, 200, _proposals_from(q))
     second = [t[1][1] for t in trials if len(t[1]) > 1]
     pvalue = _chi_square_p(second, process_logits(raw[1], params))
     evidence = {"temperature 0.8, top-k 5: chi-square p (position 2)": pvalue}
@@ -259,109 +328,3 @@ def check_accept_sampled(
         return Report("check_accept_sampled", name, True, _PASSED, None, evidence)
 
     return run_check("check_accept_sampled", accept_sampled, body, seed, timeout, _RULES)
-
-
-_SEEDS = 100  # per rule
-_MIN_CATCH = 0.8  # the power the test must show against the biased rule
-_TAIL_LIMIT = 1e-3  # the check's own false-alarm rate on a test whose level is alpha
-
-
-def binomial_tail(failures: int, runs: int, alpha: float) -> float:
-    """P(at least ``failures`` of ``runs``) when each fails with probability ``alpha``."""
-    terms = (math.comb(runs, i) * alpha**i * (1 - alpha) ** (runs - i) for i in range(runs + 1))
-    return sum(t for i, t in enumerate(terms) if i >= failures)
-
-
-def check_distribution_test(
-    distribution_test: Callable, alpha: float = 0.05, seed: int = 0, timeout: float | None = 120.0
-) -> Report:
-    """Check ``distribution_test(rule, seed) -> float``, a p-value for "``rule`` (with
-    ``accept_sampled``'s signature) emits the target's distribution", at level ``alpha``:
-    the test chooses where, how many rounds and which statistic, and draws from ``seed``."""
-    if not 0 < alpha <= 0.5:
-        raise ValueError(f"alpha must lie in (0, 0.5], got {alpha!r}")
-
-    def body(name: str) -> Report:
-        calls: list[int] = []
-
-        def p_values(rule: Callable, first: int) -> list[float]:
-            out = []
-            for s in range(first, first + _SEEDS):
-                counted = lambda *args: (calls.append(1), rule(*args))[1]  # noqa: E731
-                out.append(call_student(distribution_test, name, counted, s, during=f"seed {s}"))
-                if isinstance(out[-1], bool) or not isinstance(out[-1], int | float):
-                    raise Abort(D.WRONG_TYPE, f"Return a p-value, got {out[-1]!r:.60}.")
-                if not 0 <= out[-1] <= 1:
-                    raise Abort(D.WRONG_TYPE, f"A p-value lies in [0, 1], got {out[-1]!r}.")
-            return out
-
-        correct = p_values(accept_sampled, 2 * _SEEDS * seed)
-        biased = p_values(accept_sampled_biased, 2 * _SEEDS * seed + _SEEDS)
-        alarms, caught = sum(p < alpha for p in correct), sum(p < alpha for p in biased)
-        tail = binomial_tail(alarms, _SEEDS, alpha)
-        evidence = {
-            "alpha": alpha,
-            "false alarms (correct rule failed)": f"{alarms}/{_SEEDS}",
-            "caught (biased rule failed)": f"{caught}/{_SEEDS}",
-            "P(this many false alarms | level alpha)": tail,
-            "rule calls per test": len(calls) // (2 * _SEEDS),
-        }
-        rates = f"At alpha = {alpha:g} it failed the correct rule at {alarms} of {_SEEDS} seeds"
-        rates += f" and caught the biased rule at {caught} of {_SEEDS}."
-        if len(set(correct)) == 1 and len(set(biased)) == 1:
-            raise Abort(D.IGNORES_SEED, f"Every seed gave p = {correct[0]:.3g}.", **evidence)
-        if alarms > _SEEDS / 2:
-            raise Abort(D.WRONG_NULL, rates, **evidence)
-        if tail < _TAIL_LIMIT:
-            raise Abort(D.FALSE_ALARMS, f"{rates} (P = {tail:.1g} at level alpha).", **evidence)
-        if caught < _MIN_CATCH * _SEEDS:
-            median = statistics.median(biased)
-            wrong_tail = median > max(0.9, statistics.median(correct))
-            rates += f" Its median p-value on the biased rule is {median:.3f}."
-            raise Abort(D.WRONG_TAIL if wrong_tail else D.MISSES_BUG, rates, **evidence)
-        passed = f"Correct: {rates} Both rates are what a test at this level, with power above "
-        passed += f"{_MIN_CATCH:.0%}, shows."
-        return Report("check_distribution_test", name, True, passed, None, evidence)
-
-    return run_check("check_distribution_test", distribution_test, body, seed, timeout)
-
-
-def check_bernoulli_drafter(drafter: type, seed: int = 0, timeout: float | None = 60.0) -> Report:
-    """Check chapter 9's ``BernoulliDrafter(n_prompt, reference, alpha, seed).propose``: the
-    reference's next k tokens, each kept at rate alpha, independently (z-tests, alpha 0.3, 0.8)."""
-
-    def body(name: str) -> Report:
-        prompt, reference, evidence = [7] * 10, list(range(100, 400)), {}
-        for alpha in (0.3, 0.8):
-            instance = call_student(drafter, name, len(prompt), reference, alpha, seed)
-            kept: list[bool] = []
-            after: list[bool] = []
-            for i in range(150):
-                done, k = 7 * i % 300, 1 + i % 6
-                context = prompt + reference[:done]
-                got = call_student(instance.propose, name, context, k, _T1, during=f"k = {k}")
-                got, want = (
-                    as_tokens(getattr(got, "tokens", got), "the proposal"),
-                    reference[done:][:k],
-                )
-                if len(got) != len(want):
-                    details = f"With k = {k} and {len(reference) - done} tokens left: {len(got)}."
-                    raise Abort(D.IGNORES_K if len(got) > k else D.WRONG_LENGTH, details)
-                flags = [g == w for g, w in zip(got, want, strict=True)]
-                kept += flags
-                after += [b for a, b in zip(flags, flags[1:], strict=False) if a]
-            rate, z = sum(kept) / len(kept), z_score(sum(kept), len(kept), alpha)
-            enough = len(after) * min(alpha, 1 - alpha) >= 5
-            z_after = z_score(sum(after), len(after), alpha) if enough else 0.0
-            evidence[f"alpha = {alpha}: z of kept, kept after kept"] = f"{z:+.1f}, {z_after:+.1f}"
-            details = f"At alpha = {alpha} it kept {rate:.3f} of {len(kept)} tokens (z = {z:+.1f})."
-            if abs(z) > _Z_LIMIT and abs(z_score(sum(kept), len(kept), 1 - alpha)) <= _Z_LIMIT:
-                raise Abort(D.INVERTED_SPOIL, details, **evidence)  # the spoil rate, not alpha
-            if abs(z_after) > _Z_LIMIT or abs(z) > _Z_LIMIT:  # tokens kept together, or not alpha
-                details += f" After a kept token it kept {sum(after) / max(len(after), 1):.3f}."
-                found = D.DEPENDENT_SPOILS if abs(z_after) > _Z_LIMIT else D.SPOIL_RATE
-                raise Abort(found, details, **evidence)
-        passed = "Correct: at alpha = 0.3 and 0.8 it keeps each token at rate alpha, independently."
-        return Report("check_bernoulli_drafter", name, True, passed, None, evidence)
-
-    return run_check("check_bernoulli_drafter", drafter, body, seed, timeout)

@@ -1,31 +1,98 @@
-"""The check of the speculative-decoding exercise (greedy, chapter 0).
+"""Chapter 0's exercise, greedy speculative decoding without a KV cache, in one module: the
+answer in the student's form, its slips (each the engine's loop with one thing changed),
+and the check.
 
-Greedy speculation has one right output, plain greedy decoding's, and must be cheaper:
-the check compares tokens and counts the target's forward passes with a hook. The
-drafter it hands the student is watched, so a loop that asks for one context forever
-is stopped long before the time limit. Models load when the check runs, never at import.
+``speculative_generate(target, drafter, prompt_token_ids, params, k) -> list[int]`` must
+return exactly what plain greedy decoding returns, ``params.max_tokens`` new tokens, in
+fewer target passes than tokens. Greedy speculation has one right output, plain greedy
+decoding's, and must be cheaper: the check compares tokens and counts the target's forward
+passes with a hook. The slips are what those two measurements must catch in a first loop:
+it overshoots the budget, reads the target's rows one position early, drops the target's
+own token (a round that accepts nothing emits nothing), or does not speculate at all.
+
+The drafter the check hands the student is watched, so a loop that asks for one context
+forever is stopped long before the time limit. Models load when the check runs, never at
+import.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
+from itertools import accumulate
 from typing import Any
+from unittest import mock
 
 import torch
 
 from specdec_lib.engine.batched import speculative_generate_batch
 from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter, Proposal
-from specdec_lib.engine.generate import generate, speculate
+from specdec_lib.engine.generate import SpeculationStats, generate, speculate
 from specdec_lib.engine.generate import speculative_generate as library_loop
 from specdec_lib.engine.sampling import SamplingParams
 from specdec_lib.engine.tree_decode import tree_speculate, tree_speculative_generate
+from specdec_lib.engine.verify import accept_greedy
 from specdec_lib.engine.weights import load_model
 from specdec_lib.text.language import workload_prompts
 from specdec_lib.text.tokenizer import Tokenizer
 
-from .harness import Abort, as_tokens, call_student, forbidden, run_check
+from .mistakes import register
 from .report import Diagnosis, Report
+from .sandbox import Abort, as_tokens, call_student, forbidden, run_check
+
+# --- the answer, and its slips ---------------------------------------------------------
+
+
+def _speculative_reference(target, drafter, prompt_token_ids, params, k):
+    """Correct (the textbook version without a KV cache): draft, verify in one pass, repeat."""
+    return library_loop(target, drafter, prompt_token_ids, params, k, use_kv_cache=False)
+
+
+def _speculative_overshoots(target, drafter, prompt_token_ids, params, k):
+    """Drafts as if max_tokens were k larger and stops after the round that reaches it."""
+    stats, longer = SpeculationStats(), replace(params, max_tokens=params.max_tokens + k)
+    out = library_loop(target, drafter, prompt_token_ids, longer, k, None, stats, False)
+    ends = accumulate(len(record.emitted) for record in stats.log)
+    return out[: next(end for end in ends if end >= params.max_tokens)]
+
+
+def _speculative_off_by_one_rows(target, drafter, prompt_token_ids, params, k):
+    """The target's logits read one position too early: row t holds row t - 1."""
+
+    def early(idx, cache=None, logits_to_keep=0, forward=target.forward):
+        keep = logits_to_keep + 1 if 0 < logits_to_keep < idx.shape[1] else 0  # one row more
+        out = forward(idx, cache, keep)
+        return out[:, :-1] if keep else torch.cat([out[:, :1], out[:, :-1]], 1)
+
+    with mock.patch.object(target, "forward", early):
+        return _speculative_reference(target, drafter, prompt_token_ids, params, k)
+
+
+def _speculative_drops_correction(target, drafter, prompt_token_ids, params, k):
+    """The engine's loop with its greedy rule swapped for one that drops the target's token."""
+    rule = f"{library_loop.__module__}.greedy_rule"
+    with mock.patch(rule, _without_target):
+        return _speculative_reference(target, drafter, prompt_token_ids, params, k)
+
+
+def _without_target(logits: torch.Tensor, proposed: list[int]) -> tuple[list[int], int]:
+    emitted, n = accept_greedy(logits, proposed)
+    return emitted[:n], n
+
+
+#: The slips: ``(label, function, diagnosis)``, registered below.
+_SLIPS = (
+    ("overshoots max_tokens", _speculative_overshoots, Diagnosis.WRONG_LENGTH),
+    ("off-by-one rows", _speculative_off_by_one_rows, Diagnosis.OUTPUT_MISMATCH),
+    ("drops the correction token", _speculative_drops_correction, Diagnosis.NO_PROGRESS),
+    ("plain decoding", lambda t, d, ids, p, k: generate(t, ids, p), Diagnosis.NOT_SPECULATING),
+)
+
+register("check_speculative_generate", _speculative_reference, *_SLIPS)
+
+
+# --- the check -------------------------------------------------------------------------
 
 _MAX_REPEATS = 25  # asked this often in a row for one context: the loop is stuck
 

@@ -10,7 +10,8 @@ grader's reference solution always counts too). While student code runs, and onl
 profile hook watches for a call of one of them, however it is reached (an imported name,
 an alias, a method, another library function that calls it), and the check then fails
 with :data:`Diagnosis.DELEGATES`. The check's own computations run unwatched, and so do
-the grader's reference and mistakes when a check is run on them (:func:`catch_rates`).
+the grader's reference and mistakes when a check is run on them
+(:func:`~.mistakes.catch_rates`).
 A check whose exercise hands the student a random generator can also refuse code that
 draws from any other source (:data:`Diagnosis.IGNORES_GENERATOR`).
 """
@@ -26,7 +27,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,8 +163,8 @@ _WATCHES: list[_Watch] = []  # the running check's
 
 def _trusted() -> set[Any]:
     """The grader's own solutions and mistakes, which its checks run as students: unwatched.
-    Read when a check runs, not when this module is imported: a check whose module holds its
-    own mistakes (:mod:`.rerank`) adds them to :data:`MISTAKES` after this module loads."""
+    Read when a check runs, not when this module is imported: each exercise's module
+    registers its own (:func:`~.mistakes.register`) after this module loads."""
     return set(REFERENCES.values()) | {m.function for t in MISTAKES.values() for m in t.values()}
 
 
@@ -316,6 +317,13 @@ def as_int(value: Any, what: str) -> int:
     return int(value)
 
 
+def as_number(value: Any, what: str) -> float:
+    """A float rounded to 9 decimals from an int or a float; else a failing report."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise Abort(Diagnosis.WRONG_TYPE, f"{what} must be a number, got {value!r:.60}.")
+    return round(float(value), 9)
+
+
 def as_tokens(value: Any, what: str) -> list[int]:
     """A list of int token ids from a list, tuple, 1-D tensor or array of integers."""
     if isinstance(value, torch.Tensor | np.ndarray) and value.ndim == 1:
@@ -332,15 +340,3 @@ def as_verification(value: Any, name: str) -> tuple[list[int], int]:
         what = f"`{name}` must return a pair (emitted, n_accepted), got {value!r:.60}."
         raise Abort(Diagnosis.WRONG_TYPE, what)
     return as_tokens(value[0], "emitted"), as_int(value[1], "n_accepted")
-
-
-def catch_rates(check: Callable, seeds: Sequence[int], **kwargs: object) -> dict[str, tuple]:
-    """``{mistake: (caught, runs)}``: how often ``check`` gives each of its mistakes their
-    diagnosis over ``seeds``; under ``"false alarms"``, how often the reference failed."""
-    name, n = check.__name__, len(seeds)
-    rates = {
-        label: (sum(check(m.function, seed=s, **kwargs).diagnosis is m.diagnosis for s in seeds), n)
-        for label, m in MISTAKES[name].items()
-    }
-    rates["false alarms"] = (sum(not check(REFERENCES[name], seed=s, **kwargs) for s in seeds), n)
-    return rates
