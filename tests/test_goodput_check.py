@@ -11,7 +11,7 @@ import pytest
 from specdec_lib.analysis.serving import RooflineStepCost, StepCostFit
 from specdec_lib.analysis.goodput import GoodputK, goodput_ks
 from specdec_lib.grading import Diagnosis, check_goodput_ks
-from specdec_lib.grading.goodput_slips import GOODPUT_SLIPS
+from specdec_lib.grading.goodput_ks import GOODPUT_SLIPS
 from specdec_lib.grading.mistakes import MISTAKES, REFERENCES, catch_rates
 
 SLIPS = MISTAKES["check_goodput_ks"]

@@ -30,8 +30,8 @@ from specdec_lib.analysis.replication import crossover
 from specdec_lib.engine.drafters import one_hot_probs
 from specdec_lib.grading import Diagnosis
 from specdec_lib.grading.answers import ExactCheck
+from specdec_lib.grading.cache_lengths import _draft_runs
 from specdec_lib.grading.distribution_tests import binomial_tail, dist_reference
-from specdec_lib.grading.exact import _draft_runs
 from specdec_lib.grading.mistakes import MISTAKES, REFERENCES, Mistake, catch_rates
 from specdec_lib.grading.sandbox import (
     Abort,
@@ -447,12 +447,11 @@ def test_catch_rates_count_each_mistake_and_the_false_alarms_of_the_reference():
 
 def test_grading_modules_import_one_way_without_private_names_or_function_level_imports():
     package = Path(G.__file__).parent
-    order = ["report", "rollback", "tree_slips", "replay_slips", "cache_slips", "goodput_slips"]
-    order += ["mistakes", "sandbox", "answers"]
-    order += ["exact", "trees", "replay", "goodput", "rerank"]
+    order = ["report", "tree_slips", "replay_slips", "mistakes", "sandbox", "answers"]
+    order += ["trees", "replay", "rerank"]
     order += ["speculative_generate", "decode_step_bytes", "ngram_drafter", "accept_greedy"]
     order += ["greedy_tokens_per_pass", "break_even_c", "accept_sampled", "distribution_tests"]
-    order += ["bernoulli_drafter"]
+    order += ["cache_lengths", "batch_rollback", "bernoulli_drafter", "slower_from", "goodput_ks"]
     order += ["__init__", "__main__"]
     assert sorted(order) == sorted(p.stem for p in package.glob("*.py"))
     for rank, stem in enumerate(order):

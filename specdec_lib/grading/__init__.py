@@ -9,18 +9,20 @@ the checks (``rerank`` holds its own mistakes, and adds them to ``mistakes``' ta
 # ruff: noqa: F401 (the checks are imported for CHECKS and as the public names)
 from .accept_greedy import check_accept_greedy
 from .accept_sampled import check_accept_sampled
+from .batch_rollback import check_batch_rollback
 from .bernoulli_drafter import check_bernoulli_drafter
 from .break_even_c import check_break_even_c
+from .cache_lengths import check_cache_lengths
 from .decode_step_bytes import check_decode_step_bytes
 from .distribution_tests import check_distribution_test
-from .exact import check_batch_rollback, check_cache_lengths, check_slower_from
-from .goodput import check_goodput_ks
+from .goodput_ks import check_goodput_ks
 from .greedy_tokens_per_pass import check_tokens_per_pass
 from .ngram_drafter import check_ngram_drafter
 from .replay import check_predict_counts
 from .report import Diagnosis, Report
 from .rerank import check_keep_likeliest
 from .sandbox import LOG_ENV
+from .slower_from import check_slower_from
 from .speculative_generate import check_speculative_generate
 from .trees import check_tree_mask, check_verify_children
 

@@ -1,18 +1,32 @@
-"""The checks of exercises with one right answer per input (chapters 1, 3, 4, 5, 8, 10):
-the student's answers against the reference's on many inputs, and, when they differ, the
-known mistake whose answers the student's reproduce. Numbers are rounded to 9 decimals.
+"""Chapter 8's exercise on the two caches of a draft-model run, in one module: the answer in
+the student's form, its slips, and the check.
+
+``expected_cache_lengths(n_prompt, log) -> [(target, draft), ...]``, one pair per round.
+``target`` is the target's cache length after the round (the context but its pending
+token). ``draft`` is what the draft model keeps of its own cache once the round is over:
+the longest prefix of what it cached that the new context shares, which its next call
+crops to. A round that drafts m tokens feeds the first m - 1 of them into the draft's
+cache (the last is never fed), so it keeps the context the round started from and
+min(n, m - 1) of the drafts; a round that drafts nothing leaves the draft's cache alone.
+Each slip changes one of these: the target counting the pending token, not rolled back,
+or grown by the accepted drafts only; the draft keeping its last draft, not rolled back,
+rewound by the rejected count, or moved by a round that drafted nothing.
+
+The check compares the student's pairs with the engine's own record of both caches (the
+draft's read from the crop it makes when it next drafts) in eight 31-token runs with a
+draft model: copy, edit, answer and novel prompts, greedy and sampled, mostly k = 4; the
+novel ones drafted by the target itself, so that every draft is accepted and the last
+round drafts nothing. The log handed to the student holds no cache lengths.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import random
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from specdec_lib.analysis.replication import crossover
 from specdec_lib.engine.drafters import DraftModelDrafter
 from specdec_lib.engine.generate import SpeculationStats, speculative_generate
 from specdec_lib.engine.model import TinyGPT
@@ -22,15 +36,75 @@ from specdec_lib.text.language import workload_prompts
 from specdec_lib.text.tokenizer import Tokenizer
 
 from .answers import ExactCheck
-from .mistakes import REFERENCES
-from .report import Diagnosis
-from .sandbox import (
-    Abort,
-    as_int,
-    as_tokens,
-    call_student,
-    forbidden,
+from .mistakes import register
+from .report import Diagnosis as D
+from .sandbox import Abort, as_int, call_student
+
+# --- the answer, and its slips ---------------------------------------------------------
+
+
+def _cache_pairs(
+    drafts_kept: Callable[[int, int], int],
+    target_grows: Callable = lambda r: len(r.emitted),
+    pending: int = -1,
+    empty_rounds_move: bool = False,
+) -> Callable:
+    """The lengths if the draft keeps ``drafts_kept(m, n)`` drafts of a round that drafted
+    m and had n accepted, and the target's context grows by ``target_grows(record)``."""
+
+    def expected_cache_lengths(n_prompt, log):
+        pairs, context, target, kept = [], n_prompt, n_prompt, 0
+        for r in log:
+            m, n = len(r.proposed), r.n_accepted
+            if m or empty_rounds_move:
+                kept = context + drafts_kept(m, n)
+            context += len(r.emitted)
+            target += target_grows(r)
+            pairs.append((target + pending, kept))
+        return pairs
+
+    return expected_cache_lengths
+
+
+#: Correct: the target holds the context but its pending token; the draft keeps the
+#: round's starting context and the accepted drafts it had fed, at most m - 1.
+_cache_reference = _cache_pairs(lambda m, n: min(n, m - 1))
+
+#: The slips: ``(label, function, diagnosis)``, registered below.
+_SLIPS = (
+    (
+        "target counts the pending token",
+        _cache_pairs(lambda m, n: min(n, m - 1), pending=0),
+        D.COUNTS_PENDING,
+    ),
+    (
+        "target not rolled back",
+        _cache_pairs(lambda m, n: min(n, m - 1), lambda r: len(r.proposed) + 1),
+        D.NO_ROLLBACK,
+    ),
+    (
+        "target grows by the accepted only",
+        _cache_pairs(lambda m, n: min(n, m - 1), lambda r: r.n_accepted),
+        D.ACCEPTED_ONLY,
+    ),
+    ("draft keeps its last draft", _cache_pairs(lambda m, n: n), D.DRAFT_LAST_DRAFT),
+    ("draft not rolled back", _cache_pairs(lambda m, n: m - 1), D.DRAFT_NO_ROLLBACK),
+    (
+        "draft rewound by the rejected count",
+        _cache_pairs(lambda m, n: n - 1 if n < m else m - 1),
+        D.DRAFT_REWINDS_BY_COUNT,
+    ),
+    (
+        "draft moved by a round that drafted nothing",
+        _cache_pairs(lambda m, n: min(n, m - 1), empty_rounds_move=True),
+        D.DRAFT_EMPTY_ROUND,
+    ),
 )
+
+register("check_cache_lengths", _cache_reference, *_SLIPS)
+
+
+# --- the check -------------------------------------------------------------------------
 
 
 class _DraftCacheRecorder(DraftModelDrafter):
@@ -92,12 +166,12 @@ def _pairs(value: Any) -> list[tuple[int, int]]:
     ):
         hint = " (is a `return` missing?)" if value is None else ""
         what = f"the lengths must be a list of (target, draft) pairs{hint}: {value!r:.60}"
-        raise Abort(Diagnosis.WRONG_TYPE, what)
+        raise Abort(D.WRONG_TYPE, what)
     return [(as_int(t, "each target length"), as_int(d, "each draft length")) for t, d in value]
 
 
 def _lengths(fn: Callable, case: tuple[int, list, list]) -> list[tuple[int, int]]:
-    if fn is REFERENCES["check_cache_lengths"]:
+    if fn is _cache_reference:
         return case[2]  # the engine's own record
     # The log without the engine's record of the answer ("without looking at the records").
     log = [dataclasses.replace(r, cache_length=None) for r in case[1]]
@@ -116,96 +190,4 @@ check_cache_lengths = ExactCheck(
     round, the target's cache length and what the draft model keeps of its cache, against
     the engine's record in eight cached draft-model runs of ``target`` and ``draft``
     (keywords; default the shipped models).""",
-)
-
-
-def _sweeps(seed: int) -> list[list[dict]]:
-    """60 sweeps of batch sizes 1 to 32 (every other one shuffled), speed-ups with
-    intervals above 1, below it, or straddling it on either side of the point estimate."""
-    rng, sweeps = random.Random(f"slower/{seed}"), []
-    for i in range(60):
-        rows = []
-        for batch in (1, 2, 4, 8, 16, 32)[: rng.randint(1, 6)]:
-            value = rng.uniform(0.6, 1.4)
-            low, high = value - rng.uniform(0, 0.3), value + rng.uniform(0, 0.3)
-            rows.append(dict(batch=batch, speedup=value, speedup_low=low, speedup_high=high))
-        if i % 2:
-            rng.shuffle(rows)
-        sweeps.append(rows)
-    return sweeps
-
-
-def _batch(fn: Callable, rows: list[dict]) -> int | None:
-    got = call_student(fn, "slower_from", [dict(r) for r in rows])
-    return None if got is None else as_int(got, "the batch size")
-
-
-check_slower_from = ExactCheck(
-    "check_slower_from",
-    _sweeps,
-    _batch,
-    lambda rows: (
-        f"(batch, speedup, low, high) = {[tuple(round(v, 2) for v in r.values()) for r in rows]}"
-    ),
-    """Check ``slower_from(rows) -> int | None`` against the library's ``crossover`` on 60
-    random sweeps of batch sizes, in any order.""",
-    forbidden(crossover),
-)
-
-
-def _rollback_cases(seed: int) -> list[tuple]:
-    """(rows, lengths, proposed, accepted, block_size): edge cases (one row, nothing
-    proposed, everything accepted, crops onto a block boundary), then random batches
-    whose accepted counts come keyed by request id, mostly not in row order."""
-    rng, cases = random.Random(f"rollback/{seed}"), []
-    edge = [
-        ([30], [4], [1], 8),  # keeps 32 = 4 whole blocks: frees the fifth
-        ([31], [4], [0], 8),  # keeps 32 of 36: crops onto a boundary
-        ([10, 50], [3, 3], [3, 0], 4),
-        ([7, 7, 7], [0, 5, 2], [0, 5, 0], 16),
-        ([0, 12], [6, 6], [2, 6], 1),
-        ([15, 40, 3], [4, 1, 8], [0, 1, 5], 8),
-    ]
-    for lengths, proposed, accepted, size in edge:
-        rows = [f"req-{rng.randrange(1000)}-{b}" for b in range(len(lengths))]
-        order = rows[::-1]
-        cases.append((rows, lengths, proposed, dict(zip(order, accepted[::-1], strict=True)), size))
-    for i in range(60):
-        B = rng.randint(2, 6)
-        rows = [f"req-{rng.randrange(1000)}-{b}" for b in range(B)]
-        lengths = [rng.randrange(0, 200) for _ in rows]
-        proposed = [rng.randint(0, 8) for _ in rows]
-        counts = [rng.randint(0, m) for m in proposed]
-        keyed = list(zip(rows, counts, strict=True))
-        if i % 5:
-            rng.shuffle(keyed)  # the sampler's order, not the batch's
-        cases.append((rows, lengths, proposed, dict(keyed), rng.choice([4, 8, 16])))
-    return cases
-
-
-def _rollback_answer(fn: Callable, case: tuple) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    rows, lengths, proposed, accepted, size = case
-    got = call_student(
-        fn, "rollback_batch", list(rows), list(lengths), list(proposed), dict(accepted), size
-    )
-    shape = f"(new_lengths, freed): two lists of {len(rows)} ints, one per row"
-    if not isinstance(got, tuple | list) or len(got) != 2:
-        raise Abort(Diagnosis.WRONG_TYPE, f"Return {shape}; got {got!r:.80}.")
-    new, freed = (as_tokens(part, "each list") for part in got)
-    if len(new) != len(rows) or len(freed) != len(rows):
-        raise Abort(Diagnosis.WRONG_TYPE, f"Return {shape}; got {got!r:.80}.")
-    return tuple(new), tuple(freed)
-
-
-check_batch_rollback = ExactCheck(
-    "check_batch_rollback",
-    _rollback_cases,
-    _rollback_answer,
-    lambda c: (
-        f"rows = {c[0]}, lengths = {c[1]}, proposed = {c[2]}, accepted = {c[3]}, "
-        f"block_size = {c[4]}"
-    ),
-    """Check ``rollback_batch(rows, lengths, proposed, accepted, block_size) -> (new_lengths,
-    freed)`` on about 70 batches: edge cases, then random batches whose accepted counts come
-    keyed by request id in another order than the rows.""",
 )
