@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from specdec_lib.engine.eagle_tree import keep_likeliest
-from specdec_lib.grading import Diagnosis, check_keep_likeliest, rerank
+from specdec_lib.grading import Diagnosis, check_keep_likeliest
+from specdec_lib.grading import keep_likeliest as rerank
 from specdec_lib.grading.mistakes import MISTAKES, REFERENCES, catch_rates
 
 SLIPS = MISTAKES["check_keep_likeliest"]

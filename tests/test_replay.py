@@ -15,8 +15,7 @@ from specdec_lib import (
 from specdec_lib.analysis.replay import common_prefix, replay_greedy
 from specdec_lib.grading import Diagnosis
 from specdec_lib.grading.mistakes import MISTAKES, catch_rates
-from specdec_lib.grading.replay import check_predict_counts
-from specdec_lib.grading.replay_slips import REPLAY_SLIPS, counts_reference
+from specdec_lib.grading.predict_counts import REPLAY_SLIPS, check_predict_counts, counts_reference
 from specdec_lib.text.language import WORKLOADS
 
 KS = (1, 2, 4, 7)

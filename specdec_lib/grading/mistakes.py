@@ -1,8 +1,13 @@
-"""Deliberately wrong implementations of the exercises: the graders' negative controls.
+"""The registry of the graders' negative controls: every graded exercise's reference solution
+and named mistakes, and how often its check catches them.
 
 A grader never shown a wrong answer has not been tested. Each mistake is one plausible
 slip in the exercise's own form, made of the library's code with one input, parameter or
-result altered, and :data:`MISTAKES` says which diagnosis its check must give it.
+result altered. Each exercise's module defines its reference and its mistakes beside its
+check and enters them here with :func:`register`, saying which diagnosis the check must
+give each one. The sandbox reads :data:`MISTAKES` and :data:`REFERENCES` when a check runs
+(the grader's own functions run unwatched); :func:`catch_rates` runs a check on them
+(``python -m specdec_lib.grading`` prints every check's rates).
 """
 
 from __future__ import annotations
@@ -10,9 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .replay_slips import REPLAY_SLIPS, counts_reference
 from .report import Diagnosis as D
-from .tree_slips import CHILDREN_SLIPS, LAYOUT_SLIPS, children_reference, layout_reference
 
 
 @dataclass(frozen=True)
@@ -23,32 +26,20 @@ class Mistake:
     diagnosis: D
 
 
-def _table(*rows: tuple[str, Callable, D]) -> dict[str, Mistake]:
-    return {label: Mistake(fn, diagnosis) for label, fn, diagnosis in rows}
-
-
 def register(check: str, reference: Callable, *slips: tuple[str, Callable, D]) -> None:
     """Enter ``check``'s reference solution and its slips, ``(label, function, diagnosis)``."""
     if check in REFERENCES:
         raise ValueError(f"{check} is registered already")
     REFERENCES[check] = reference
-    MISTAKES[check] = _table(*slips)
+    MISTAKES[check] = {label: Mistake(fn, diagnosis) for label, fn, diagnosis in slips}
 
 
-#: ``{check name: {mistake: Mistake}}``, for every check (a check whose one module holds its
-#: reference and its mistakes registers its own rows when imported: :func:`register`).
-MISTAKES: dict[str, dict[str, Mistake]] = {
-    "check_tree_mask": _table(*LAYOUT_SLIPS),
-    "check_verify_children": _table(*CHILDREN_SLIPS),
-    "check_predict_counts": _table(*REPLAY_SLIPS),
-}
+#: ``{check name: {mistake: Mistake}}``: every graded exercise's named mistakes, entered
+#: by its own module when the package imports it (:func:`register`), by check name.
+MISTAKES: dict[str, dict[str, Mistake]] = {}
 
-#: ``{check name: the correct solution in the student's form}``.
-REFERENCES: dict[str, Callable] = {
-    "check_tree_mask": layout_reference,
-    "check_verify_children": children_reference,
-    "check_predict_counts": counts_reference,
-}
+#: ``{check name: the correct solution in the student's form}``, entered the same way.
+REFERENCES: dict[str, Callable] = {}
 
 
 def catch_rates(check: Callable, seeds: Sequence[int], **kwargs: object) -> dict[str, tuple]:

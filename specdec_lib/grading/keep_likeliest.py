@@ -1,5 +1,5 @@
-"""Chapter 13's exercise on EAGLE-2's dynamic tree, in one module: which drafted nodes to
-verify. The answer in the student's form, its slips, the cases and the check.
+"""Chapter 13's exercise on EAGLE-2's dynamic tree, which drafted nodes to verify, in one
+module: the answer in the student's form, its slips, the cases and the check.
 
 ``keep_likeliest(parents, logprobs, budget) -> list[int]``: ``parents[i]`` is node i's
 parent (an earlier node, or -1 for a child of the pending token) and ``logprobs[i]`` the
@@ -24,10 +24,6 @@ with probabilities instead (products) keeps every tie, and every other pair of p
 differs by a factor of at least exp(2**-10), far beyond rounding. A student's answer is
 matched with the slips first (as :class:`~.answers.ExactCheck` does); failing that, its
 first broken rule is named (the count, the order, an orphan, a skipped elder sibling).
-
-Unlike the other checks, whose slips sit in a module below :mod:`.mistakes`, this one
-holds its reference and slips itself, and adds them to :data:`~.mistakes.MISTAKES` and
-:data:`~.mistakes.REFERENCES` when it is imported (the package imports it).
 """
 
 from __future__ import annotations
@@ -98,7 +94,7 @@ def _keep_as(
     return keep_likeliest
 
 
-#: ``(label, function, diagnosis)``: the slips, in :data:`~.mistakes.MISTAKES`.
+#: The slips: ``(label, function, diagnosis)``, registered below.
 _SLIPS = (
     ("ranks by its own log-probability", _keep_as(score="own"), D.OWN_PROBABILITY),
     (
