@@ -42,6 +42,12 @@ def check_int(name: str, value: object, minimum: int = 1) -> int:
     return int(value)  # type: ignore[arg-type]
 
 
+def check_ints(obj: object, names: Sequence[str], minimum: int = 1) -> None:
+    """:func:`check_int` on each of ``obj``'s attributes ``names`` (a config's sizes)."""
+    for name in names:
+        check_int(name, getattr(obj, name), minimum)
+
+
 def check_real(
     name: str, value: object, allowed: str, ok: Callable[[float], bool] = lambda v: True
 ) -> float:
@@ -104,11 +110,16 @@ def check_prompt(prompt_token_ids: object, config: _ModelShape, max_tokens: int)
 
 
 def check_prompts(
-    prompts: object, config: _ModelShape, max_tokens: int, k_max: int = 0
+    prompts: object,
+    config: _ModelShape,
+    max_tokens: int,
+    k_max: int = 0,
+    max_nodes: int | None = None,
 ) -> list[list[int]]:
-    """Each of at least one prompt checked by :func:`check_prompt`; with more than one, room
-    after the longest for ``max_tokens`` and a round's ``k_max`` drafted positions, which a
-    padded row of a finished or nearly finished request still takes."""
+    """Each of at least one prompt checked by :func:`check_prompt`, and room after the longest
+    for ``max_tokens`` and then: with more than one prompt, a round's ``k_max`` drafted
+    positions, which a padded row of a finished or nearly finished request still takes; and
+    a token tree's ``max_nodes`` (if given), written past the tokens it may keep."""
     if isinstance(prompts, str | bytes) or not hasattr(prompts, "__len__") or not len(prompts):
         raise ValueError("prompts must hold at least 1 prompt (a sequence of token-id lists)")
     seqs = [check_prompt(p, config, max_tokens) for p in prompts]
@@ -119,25 +130,33 @@ def check_prompts(
             f"prompt length + max_tokens + k <= block_size={block}, got {longest} + "
             f"{max_tokens} + {k_max}"
         )
+    if max_nodes is not None and longest + max_tokens + check_int("max_nodes", max_nodes) > block:
+        raise ValueError(
+            f"max_nodes must be <= {block - longest - max_tokens} here (prompt + max_tokens + "
+            f"max_nodes <= block_size={block}), got {max_nodes}"
+        )
     return seqs
 
 
 def check_drafters(drafters: object, n: int) -> list:
-    """``drafters`` as a list if it holds ``n`` objects with a ``name`` and a ``propose``."""
+    """``drafters`` as a list if it holds ``n`` objects with a ``name`` and a ``propose`` (a
+    chain drafter) or a ``draft_tree`` method (a tree drafter)."""
     if not isinstance(drafters, Sequence) or len(drafters) != n:
         got = len(drafters) if isinstance(drafters, Sequence) else type(drafters).__name__
         raise ValueError(f"drafters must hold one drafter per prompt ({n}), got {got}")
     for d in drafters:
-        if not (hasattr(d, "name") and callable(getattr(d, "propose", None))):
-            raise ValueError(f"drafter must have a name and a propose method, got {d!r}")
+        method = getattr(d, "propose", None) or getattr(d, "draft_tree", None)
+        if not (hasattr(d, "name") and callable(method)):
+            raise ValueError(
+                f"drafter must have a name and a propose or draft_tree method, got {d!r}"
+            )
     return list(drafters)
 
 
 def check_model_config(config: object) -> None:
     """A TinyGPT shape: integer sizes >= 1, an even head size, a rotary base > 1, a positive
     norm epsilon, and query heads that split evenly among the key/value heads."""
-    for name in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd", "n_hidden"):
-        check_int(name, getattr(config, name))
+    check_ints(config, ("block_size", "vocab_size", "n_layer", "n_head", "n_embd", "n_hidden"))
     n_embd, n_head = config.n_embd, config.n_head  # type: ignore[attr-defined]
     if n_embd % n_head or (n_embd // n_head) % 2:
         raise ValueError(

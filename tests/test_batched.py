@@ -45,7 +45,9 @@ def test_batched_speculation_equals_each_request_alone(target, draft, mixed_prom
 def test_batched_speculation_needs_one_drafter_per_prompt(target, mixed_prompts):
     with pytest.raises(ValueError, match="one drafter per prompt"):
         speculative_generate_batch(target, [NgramDrafter()], mixed_prompts, PARAMS)
-    with pytest.raises(ValueError, match="drafter must have a name and a propose method"):
+    with pytest.raises(
+        ValueError, match="drafter must have a name and a propose or draft_tree method"
+    ):
         speculative_generate_batch(target, ["ngram"] * len(mixed_prompts), mixed_prompts, PARAMS)
     with pytest.raises(ValueError, match="drafters must hold one drafter per prompt"):
         speculative_generate_batch(target, NgramDrafter(), mixed_prompts, PARAMS)

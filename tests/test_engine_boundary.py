@@ -71,9 +71,13 @@ def test_check_drafters_wants_one_drafter_with_a_name_and_propose_per_prompt():
     assert check_drafters(drafters, 2) == list(drafters)
     with pytest.raises(ValueError, match=r"one drafter per prompt \(3\), got 2"):
         check_drafters(drafters, 3)
-    with pytest.raises(ValueError, match="drafter must have a name and a propose method"):
+    with pytest.raises(
+        ValueError, match="drafter must have a name and a propose or draft_tree method"
+    ):
         check_drafters([NgramDrafter(), object()], 2)
-    with pytest.raises(ValueError, match="drafter must have a name and a propose method"):
+    with pytest.raises(
+        ValueError, match="drafter must have a name and a propose or draft_tree method"
+    ):
         speculative_generate(load_model("draft", trained=False), "ngram", [1, 2], SAMPLED)
 
 

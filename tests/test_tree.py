@@ -155,7 +155,7 @@ def test_greedy_tree_speculation_is_plain_greedy_with_the_shipped_models(workloa
                 target, prompt, params
             )
         # batched: rows of different lengths and trees, each its own plain output
-        outs = tree_speculate(target, [make() for _ in prompts], prompts, params, max_depth=5)
+        outs = tree_speculate(target, [make() for _ in prompts], prompts, params, k=5)
         assert outs == [generate(target, p, params) for p in prompts]
 
 
@@ -259,7 +259,9 @@ def test_sampled_tree_speculation_runs_seeded_and_counts_its_rounds():
         stats = SpeculationStats()
         drafter = DraftModelTreeDrafter(draft, TreeShape.branching([2, 1, 1]))
         g = torch.Generator().manual_seed(4)
-        outs.append(tree_speculative_generate(target, drafter, prompt, params, 8, g, stats))
+        outs.append(
+            tree_speculative_generate(target, drafter, prompt, params, generator=g, stats=stats)
+        )
         assert len(outs[-1]) == 24 == stats.emitted
         assert stats.target_passes == stats.rounds < 24
         assert stats.rounds < stats.draft_passes <= 3 * stats.rounds  # a level a pass
@@ -401,7 +403,14 @@ def test_tree_drafters_leave_out_children_a_restrictive_filter_cannot_give(param
     for drafter in (DraftModelTreeDrafter(draft, shape), HeadsTreeDrafter(heads.heads, shape)):
         stats = SpeculationStats()
         out = tree_speculative_generate(
-            target, drafter, ids, params, 4, torch.Generator().manual_seed(1), stats, max_nodes=50
+            target,
+            drafter,
+            ids,
+            params,
+            k=4,
+            generator=torch.Generator().manual_seed(1),
+            stats=stats,
+            max_nodes=50,
         )
         assert len(out) == params.max_tokens == stats.emitted
     # the multi-draft walk stays exact when a node asks for more children than q can give
@@ -424,8 +433,8 @@ def test_medusas_63_node_tree_runs_through_tree_speculative_generate():
     params = SamplingParams(temperature=0, max_tokens=16)
     drafter = DraftModelTreeDrafter(draft, shape)
     with pytest.raises(ValueError, match="max_nodes"):
-        tree_speculative_generate(target, drafter, ids, params, 5)  # 93 nodes > 32
-    out = tree_speculative_generate(target, drafter, ids, params, 5, max_nodes=93)
+        tree_speculative_generate(target, drafter, ids, params, k=5)  # 93 nodes > 32
+    out = tree_speculative_generate(target, drafter, ids, params, k=5, max_nodes=93)
     assert out == generate(target, ids, params)
 
 

@@ -5,13 +5,12 @@ speculation *is* :func:`~specdec_lib.engine.generate.speculate`; it stops paying
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 
-from specdec_lib.checks import check_drafters, check_k, check_prompts
-from specdec_lib.engine.drafters import Drafter
-from specdec_lib.engine.generate import PAD_ID, AdaptiveK, SpeculationStats, next_token, speculate
+from specdec_lib.checks import check_prompts
+from specdec_lib.engine.generate import PAD_ID, next_token, speculate
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
 
@@ -41,27 +40,4 @@ def generate_batch(
         logits = model(torch.tensor([[o[-1]] for o in outs]), cache)[:, -1]
 
 
-def speculative_generate_batch(
-    target: TinyGPT,
-    drafters: Sequence[Drafter] | Callable[[], Drafter],
-    prompts: Sequence[Sequence[int]],
-    params: SamplingParams,
-    k: int = 4,
-    generator: torch.Generator | None = None,
-    stats: SpeculationStats | None = None,
-    adaptive_k: AdaptiveK | None = None,
-) -> list[list[int]]:
-    """Speculative decoding for B requests, verified together in one target pass per round.
-
-    ``drafters`` is one drafter per request, or a factory called once per request
-    (a drafter may keep per-request state, such as a draft model's cache).
-    Each request accepts its own prefix and rolls back its own rejected
-    positions; with greedy decoding each output equals running the request alone.
-    """
-    k = check_k(k, adaptive_k)
-    k_max = k if adaptive_k is None else adaptive_k.max_k
-    seqs = check_prompts(prompts, target.config, params.max_tokens, k_max)
-    if callable(drafters):
-        drafters = [drafters() for _ in seqs]
-    drafters = check_drafters(drafters, len(seqs))
-    return speculate(target, drafters, seqs, params, k, generator, stats, adaptive_k=adaptive_k)
+speculative_generate_batch = speculate  # the one loop, by the name of what it does here

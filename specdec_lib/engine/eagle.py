@@ -39,14 +39,14 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from specdec_lib.checks import check_int
-from specdec_lib.engine.drafters import LibraryDrafter, NgramDrafter, Proposal
+from specdec_lib.engine.drafters import Generator, LibraryDrafter, NgramDrafter, Params, Proposal
 from specdec_lib.engine.model import KVCache, Layout, TinyGPT
 from specdec_lib.engine.random_init import normal_
-from specdec_lib.engine.sampling import SamplingParams, argmax, process_logits, sample
-from specdec_lib.engine.weights import WEIGHTS_DIR, sha256
+from specdec_lib.engine.sampling import argmax, process_logits, sample
+from specdec_lib.engine.weights import WEIGHTS_DIR, load_verified, sha256
 
 _EAGLE_FILE = "eagle_smollm2.safetensors"
 _EAGLE_INFO = "eagle_smollm2.json"  # beside the weights: checksum, the GGUF's, recipe, curve
@@ -184,13 +184,7 @@ class EagleDrafter(LibraryDrafter):
         return True
 
     @torch.inference_mode()
-    def draft(
-        self,
-        context: list[int],
-        k: int,
-        params: SamplingParams | None,
-        generator: torch.Generator | None,
-    ) -> Proposal:
+    def draft(self, context: list[int], k: int, params: Params, generator: Generator) -> Proposal:
         if params is None:
             raise ValueError("params must be the SamplingParams the draft samples with")
         if k == 0 or not self.ready(context):
@@ -244,13 +238,7 @@ class EagleOrLookupDrafter(EagleDrafter):
             max_n=max(max_n, min_match), min_n=min_match, vocab_size=self.vocab_size
         )
 
-    def draft(
-        self,
-        context: list[int],
-        k: int,
-        params: SamplingParams | None,
-        generator: torch.Generator | None,
-    ) -> Proposal:
+    def draft(self, context: list[int], k: int, params: Params, generator: Generator) -> Proposal:
         if params is None:
             raise ValueError("params must be the SamplingParams the draft samples with")
         copied = self.lookup.draft(context, k, params, generator)  # deterministic: probs None
@@ -282,10 +270,7 @@ def load_eagle(target: TinyGPT, gguf_sha256: str, directory: Path = WEIGHTS_DIR)
             "the EAGLE head was trained on another GGUF's features: retrain it with "
             "`python -m specdec_lib.engine.train_eagle`"
         )
-    path = directory / info["file"]
-    if sha256(path) != info["sha256"]:
-        raise RuntimeError(f"{path}'s SHA-256 differs from {_EAGLE_INFO}'s: corrupt or changed")
-    state = load_file(str(path))
+    state = load_verified(directory / info["file"], info["sha256"], _EAGLE_INFO)
     head = EagleHead(target, state["d2t"])
     missing, unexpected = head.load_state_dict(state, strict=False)
     if unexpected or set(missing) != set(head.state_dict()) - set(head.trained_state()):

@@ -30,8 +30,8 @@ import torch
 
 from specdec_lib.checks import check_int
 from specdec_lib.engine.eagle import EagleDrafter, EagleHead
-from specdec_lib.engine.sampling import SamplingParams, process_logits
-from specdec_lib.engine.tree import TokenTree, draw_child, tree_layout
+from specdec_lib.engine.sampling import process_logits
+from specdec_lib.engine.tree import GrowingTree, TreeDrafter, draw_child, tree_layout
 
 
 def keep_likeliest(parents: Sequence[int], logprobs: Sequence[float], budget: int) -> list[int]:
@@ -76,7 +76,7 @@ def keep_likeliest(parents: Sequence[int], logprobs: Sequence[float], budget: in
     return sorted(sorted(range(len(rank)), key=lambda i: (-rank[i], i))[:budget])
 
 
-class EagleTreeDrafter(EagleDrafter):
+class EagleTreeDrafter(EagleDrafter, TreeDrafter):
     """Drafts EAGLE-2's dynamic tree: at most ``budget`` nodes, ``width`` children a node
     and ``width`` nodes expanded a level, as deep as the round allows."""
 
@@ -85,75 +85,52 @@ class EagleTreeDrafter(EagleDrafter):
         self.width = check_int("width", width)
         self.budget = check_int("budget", budget)
 
-    @torch.inference_mode()
-    def draft_tree(
-        self,
-        context: list[int],
-        max_depth: int,
-        params: SamplingParams,
-        generator: torch.Generator | None,
-    ) -> TokenTree:
-        if max_depth == 0 or not self.ready(context):
-            return TokenTree([], [])
+    def fill(self, tree: GrowingTree, context: list[int], max_depth: int) -> None:
+        if not self.ready(context):
+            return
         d2t = self.head.d2t
         logits, guess = self.catch_up(context)
         start = len(context) - 1  # the first node's slot in the head's cache
-        # every node drawn: token, parent, its own and its path's log-probability, its row
-        tokens: list[int] = []
-        parents: list[int] = []
-        logprobs: list[float] = []
-        scores: list[float] = []
-        rows: list[torch.Tensor | None] = []
+        logprobs: list[float] = []  # each node's own log-probability
+        scores: list[float] = []  # and its path's
         fed: list[int] = []  # nodes fed to the head so far, in feeding order
         frontier = [(-1, logits, guess[0, 0], 0.0)]  # (node, logits, guess, score) to expand
-        passes = 1
+        tree.draft_passes = 1
         for depth in range(max_depth):
             level = []
             for node, row, _, score in frontier:
-                confidence = process_logits(row, params) if not params.greedy else row.softmax(-1)
+                confidence = (
+                    row.softmax(-1) if tree.params.greedy else process_logits(row, tree.params)
+                )
                 drawn: list[int] = []  # draft ids, in draw order
                 for rank in range(self.width):
-                    pick = draw_child(row, rank, drawn, params, generator)
+                    pick = draw_child(row, rank, drawn, tree.params, tree.generator)
                     if pick is None:
                         break
                     drawn.append(pick[0])
-                    tokens.append(int(d2t[pick[0]]))
-                    parents.append(node)
+                    q = None if pick[1] is None else self._full(pick[1])
+                    level.append(tree.add(int(d2t[pick[0]]), node, q))
                     logprobs.append(math.log(max(float(confidence[pick[0]]), 1e-30)))
                     scores.append(score + logprobs[-1])
-                    rows.append(None if pick[1] is None else self._full(pick[1]))
-                    level.append(len(tokens) - 1)
             if depth + 1 == max_depth or not level:
                 break
             expand = sorted(level, key=lambda i: (-scores[i], i))[: self.width]
             expand.sort()  # parents before children, as the layout needs
             guesses = {n: g for n, _, g, _ in frontier}
-            feats = torch.stack([guesses[parents[i]] for i in expand])[None]  # (1, w, C)
+            feats = torch.stack([guesses[tree.parents[i]] for i in expand])[None]  # (1, w, C)
             kept = len(fed)
             fed += expand
             where = {n: j for j, n in enumerate(fed)}
-            tree = [where.get(parents[n], -1) for n in fed]
-            layout = tree_layout([start + kept], [len(expand)], [tree], kept=[kept])
-            ids = torch.tensor([[tokens[i] for i in expand]])
+            parents = [where.get(tree.parents[n], -1) for n in fed]
+            layout = tree_layout([start + kept], [len(expand)], [parents], kept=[kept])
+            ids = torch.tensor([[tree.tokens[i] for i in expand]])
             out, new = self.head(feats, ids, self.cache, layout=layout)
-            passes += 1
+            tree.draft_passes += 1
             frontier = [(n, out[0, j], new[0, j], scores[n]) for j, n in enumerate(expand)]
-        return self._rerank(tokens, parents, logprobs, rows, params, passes)
+        tree.keep(keep_likeliest(tree.parents, logprobs, self.budget))  # the rerank
 
     def _full(self, q: torch.Tensor) -> torch.Tensor:
         """A draft-vocabulary distribution (V_d,) on the full vocabulary, zero elsewhere."""
         full = torch.zeros(self.vocab_size, dtype=torch.float64)
         full[self.head.d2t] = q
         return full
-
-    def _rerank(self, tokens, parents, logprobs, rows, params, passes) -> TokenTree:  # noqa: ANN001
-        """The tree of the ``budget`` likeliest nodes (:func:`keep_likeliest`), renumbered."""
-        keep = keep_likeliest(parents, logprobs, self.budget)
-        new = {old: j for j, old in enumerate(keep)}
-        probs = None if params.greedy or not keep else torch.stack([rows[i] for i in keep])
-        return TokenTree(
-            [tokens[i] for i in keep],
-            [new[parents[i]] if parents[i] >= 0 else -1 for i in keep],
-            probs,
-            passes,
-        )

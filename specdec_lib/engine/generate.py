@@ -9,7 +9,7 @@ chains only) every round re-runs the target over the whole context.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -18,8 +18,10 @@ from specdec_lib.checks import (
     check_drafters,
     check_ids,
     check_int,
+    check_ints,
     check_k,
     check_prompt,
+    check_prompts,
     check_proposal,
     check_tree,
 )
@@ -90,8 +92,7 @@ class AdaptiveK:
     shrink: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("min_k", "grow", "shrink"):
-            check_int(name, getattr(self, name))
+        check_ints(self, ("min_k", "grow", "shrink"))
         check_int("max_k", self.max_k, self.min_k)
 
     def next_k(self, k: int, rounds: Sequence[tuple[int, int]]) -> int:
@@ -306,25 +307,43 @@ def speculation_round(
 
 def speculate(
     target: TinyGPT,
-    drafters: Sequence[Drafter],
-    prompts: Sequence[list[int]],
+    drafters: Sequence[Drafter] | Callable[[], Drafter],
+    prompts: Sequence[Sequence[int]],
     params: SamplingParams,
-    k: int,
+    k: int = 4,
     generator: torch.Generator | None = None,
     stats: SpeculationStats | None = None,
-    use_kv_cache: bool = True,
     adaptive_k: AdaptiveK | None = None,
+    use_kv_cache: bool = True,
     walk: trees.Walk | None = None,
     max_nodes: int | None = None,
     stop_token_ids: Sequence[int] = (),
 ) -> list[list[int]]:
-    """The speculation loop for a static batch: checked prompts, one drafter per request,
+    """Speculative decoding of a static batch, each request drafting up to ``k`` tokens a
+    round (a tree up to ``k`` deep), all verified together in one target pass a round:
     :func:`speculation_round` until every request is done (``max_tokens``, or a token of
-    ``stop_token_ids``). The cache holds every request from the start, so a request that
-    finishes early rides along until the slowest is done (:mod:`.server` lets it leave)."""
+    ``stop_token_ids``). Greedy, each output is exactly what :func:`generate` returns for
+    the request alone; sampled, it is distributed as the target's.
+
+    ``drafters`` holds one drafter per prompt, or is a factory called once per prompt (a
+    drafter may keep per-request state, such as a draft model's cache). With ``adaptive_k``,
+    ``k`` is only the first round's draft length. ``use_kv_cache=False`` re-runs the target
+    over the whole context each round (chains only). ``walk``, if given, verifies every
+    proposal in place of the engine's rules (pass a wrong one to test it); a tree may hold
+    up to ``max_nodes`` nodes (``None``: any number). The cache holds
+    every request from the start, so a request that finishes early rides along until the
+    slowest is done (:mod:`.server` lets it leave): after the longest prompt and
+    ``max_tokens``, the window must have room for a padded round's drafts (more than one
+    request) and for ``max_nodes``: a tree is written past the tokens it may keep.
+    """
+    k = check_k(k, adaptive_k)
+    k_max = k if adaptive_k is None else adaptive_k.max_k
+    seqs = check_prompts(prompts, target.config, params.max_tokens, k_max, max_nodes)
+    if callable(drafters):
+        drafters = [drafters() for _ in seqs]
+    pairs = zip(seqs, check_drafters(drafters, len(seqs)), strict=True)
     stop = frozenset(check_ids("stop_token_ids", stop_token_ids, target.config.vocab_size))
-    pairs = zip(prompts, drafters, strict=True)
-    rows = [Row(list(p), len(p), params, d, k, stop=stop) for p, d in pairs]
+    rows = [Row(s, len(s), params, d, k, stop=stop) for s, d in pairs]
     cache = target.new_cache(len(rows)) if use_kv_cache else None
     while any(row.left > 0 for row in rows):
         active = speculation_round(target, cache, rows, generator, stats, walk, max_nodes)
@@ -349,22 +368,9 @@ def speculative_generate(
     """Speculative decoding of one request: draft up to ``k`` tokens, verify them in one pass.
 
     Greedy returns exactly what :func:`generate` returns (with the same ``stop_token_ids``);
-    sampled, the output is distributed exactly as the target's. ``use_kv_cache=False`` re-runs
-    the target over the whole context each round. With ``adaptive_k``, ``k`` is only the
-    first round's draft length.
+    sampled, the output is distributed exactly as the target's. It is :func:`speculate`
+    with one drafter and one prompt, whose docstring says what the other arguments do.
     """
-    k = check_k(k, adaptive_k)
-    prompt = check_prompt(prompt_token_ids, target.config, params.max_tokens)
-    check_drafters([drafter], 1)
-    return speculate(
-        target,
-        [drafter],
-        [prompt],
-        params,
-        k,
-        generator,
-        stats,
-        use_kv_cache,
-        adaptive_k,
-        stop_token_ids=stop_token_ids,
-    )[0]
+    options = dict(adaptive_k=adaptive_k, use_kv_cache=use_kv_cache, stop_token_ids=stop_token_ids)
+    [out] = speculate(target, [drafter], [prompt_token_ids], params, k, generator, stats, **options)
+    return out

@@ -24,13 +24,11 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from safetensors.torch import load_file
 
 from specdec_lib.checks import check_int
 from specdec_lib.engine.model import TinyGPT
-from specdec_lib.engine.sampling import SamplingParams
-from specdec_lib.engine.tree import GrowingTree, TokenTree, TreeShape
-from specdec_lib.engine.weights import WEIGHTS_DIR, read_manifest, sha256
+from specdec_lib.engine.tree import GrowingTree, TreeDrafter, TreeShape
+from specdec_lib.engine.weights import WEIGHTS_DIR, load_verified, read_manifest
 
 HEADS_FILE = "heads.safetensors"
 HEADS_INFO = "heads.json"  # beside, not in, the manifest: the heads belong to one target
@@ -60,7 +58,7 @@ class MedusaHeads(nn.Module):
         return torch.stack([head(hidden + F.silu(block(hidden))) for block in self.blocks])
 
 
-class HeadsTreeDrafter:
+class HeadsTreeDrafter(TreeDrafter):
     """Drafts a static token tree from the heads, reading the hidden state the last target
     pass left for this request (:func:`~specdec_lib.engine.generate.speculate`
     hands it over after each round; before the first there is none, and the tree is empty).
@@ -89,21 +87,11 @@ class HeadsTreeDrafter:
         state, (n_embd,)): the heads read the last, which produced the context's last token."""
         self.hidden, self.hidden_for = hidden.reshape(-1, hidden.shape[-1])[-1], context_length
 
-    @torch.inference_mode()
-    def draft_tree(
-        self,
-        context: list[int],
-        max_depth: int,
-        params: SamplingParams,
-        generator: torch.Generator | None,
-    ) -> TokenTree:
-        if self.hidden is None or self.hidden_for != len(context):
-            return TokenTree([], [])
-        logits = self.heads(self.hidden)  # (n_heads, V)
-        tree = GrowingTree()
-        paths = [p for p in self.shape.paths if len(p) <= max_depth]
-        tree.grow(paths, lambda path: logits[len(path) - 1], params, generator)
-        return tree.tree(params)
+    def fill(self, tree: GrowingTree, context: list[int], max_depth: int) -> None:
+        if self.hidden is not None and self.hidden_for == len(context):
+            logits = self.heads(self.hidden)  # (n_heads, V)
+            paths = [p for p in self.shape.paths if len(p) <= max_depth]
+            tree.grow(paths, lambda path: logits[len(path) - 1])
 
 
 def heads_info(directory: Path = WEIGHTS_DIR) -> dict:
@@ -119,9 +107,6 @@ def load_heads(target: TinyGPT, directory: Path = WEIGHTS_DIR) -> MedusaHeads:
             "the heads were trained on another target's features: retrain them with "
             "`python -m specdec_lib.engine.train_heads`"
         )
-    path = directory / info["file"]
-    if sha256(path) != info["sha256"]:
-        raise RuntimeError(f"{path}'s SHA-256 differs from {HEADS_INFO}'s: corrupt or changed")
     heads = MedusaHeads(target, info["n_heads"])
-    heads.load_state_dict(load_file(str(path)))
+    heads.load_state_dict(load_verified(directory / info["file"], info["sha256"], HEADS_INFO))
     return heads.eval()

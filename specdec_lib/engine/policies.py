@@ -55,23 +55,18 @@ class FixedK:
 
 
 @dataclass(frozen=True)
-class DisableAbove:
+class DisableAbove(FixedK):
     """``k`` for every row while fewer than ``batch`` requests run, else none (vLLM's rule)."""
 
-    k: int = 4
     batch: int = 8
 
     def __post_init__(self) -> None:
-        check_int("k", self.k)
+        super().__post_init__()
         check_int("batch", self.batch)
 
     @property
     def name(self) -> str:
         return f"k={self.k} below batch {self.batch}"
-
-    @property
-    def max_k(self) -> int:
-        return self.k
 
     def choose(self, rows: Sequence[Row], waiting: int) -> list[int]:
         return [self.k if len(rows) < self.batch else 0] * len(rows)

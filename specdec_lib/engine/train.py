@@ -23,14 +23,17 @@ import json
 import math
 import random
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from specdec_lib.checks import check_int
+from specdec_lib.checks import check_ints, check_real
 from specdec_lib.engine.generate import generate
 from specdec_lib.engine.model import ModelConfig, TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
@@ -59,15 +62,10 @@ class TrainConfig:
     probe_every: int = 100
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "window", "probe_every"):
-            value = getattr(self, name)
-            check_int(name, value)
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if not 0 <= self.note_share <= 1:
-            raise ValueError(f"note_share must lie in [0, 1], got {self.note_share}")
-        if not 0 < self.decay <= 1:
-            raise ValueError(f"decay must lie in (0, 1], got {self.decay}")
+        check_ints(self, ("steps", "batch_size", "window", "probe_every"))
+        check_real("lr", self.lr, "a number > 0", lambda v: v > 0)
+        check_real("note_share", self.note_share, "a number in [0, 1]", lambda v: 0 <= v <= 1)
+        check_real("decay", self.decay, "a number in (0, 1]", lambda v: 0 < v <= 1)
 
 
 _TRAIN_CONFIGS = {
@@ -102,6 +100,20 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
         return cfg.lr
     progress = (step - decay_start) / max(1.0, cfg.steps - decay_start)
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+@contextmanager
+def frozen(model: nn.Module) -> Iterator[None]:
+    """``model`` in eval mode and without gradients while the block runs (a drafter trains on
+    its outputs), then left as it was found."""
+    flags, training = [p.requires_grad for p in model.parameters()], model.training
+    model.eval().requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p, flag in zip(model.parameters(), flags, strict=True):
+            p.requires_grad_(flag)
+        model.train(training)
 
 
 def _probe_examples() -> list[Example]:

@@ -54,7 +54,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from specdec_lib.checks import check_int
+from specdec_lib.checks import check_int, check_ints, check_real
 from specdec_lib.engine.eagle import (
     EagleDrafter,
     EagleHead,
@@ -68,6 +68,7 @@ from specdec_lib.engine.eagle_tree import EagleTreeDrafter
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
 from specdec_lib.engine.smollm2 import SmolLM2Tokenizer, gguf_path, load_smollm2
+from specdec_lib.engine.train import frozen
 from specdec_lib.engine.weights import WEIGHTS_DIR, sha256
 
 _RESULTS = Path(__file__).resolve().parent.parent / "results" / "eagle_training.json"
@@ -92,11 +93,9 @@ class EagleTrainConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("draft_vocab", "steps", "batch", "window", "eval_every", "eval_chains"):
-            check_int(name, getattr(self, name))
+        check_ints(self, ("draft_vocab", "steps", "batch", "window", "eval_every", "eval_chains"))
         check_int("warmup", self.warmup, 0)
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
+        check_real("lr", self.lr, "a number > 0", lambda v: v > 0)
 
 
 class _Sequences:
@@ -285,71 +284,55 @@ def train_eagle(
     """Train a fresh head on ``items`` (``_Sequences(...).items``) for ``cfg.steps`` steps
     or ``seconds``, whichever ends first: the head, the curve, a summary. The target is
     frozen meanwhile (the head shares its final norm) and left as it was found."""
-    flags = [p.requires_grad for p in target.parameters()]
-    target.eval().requires_grad_(False)
-    try:
-        return _train(target, items, cfg, seconds, log)
-    finally:
-        for p, flag in zip(target.parameters(), flags, strict=True):
-            p.requires_grad_(flag)
-
-
-def _train(
-    target: TinyGPT,
-    items: list,
-    cfg: EagleTrainConfig,
-    seconds: float,
-    log=print,  # noqa: ANN001
-) -> tuple[EagleHead, list[dict], dict]:
-    """:func:`train_eagle`'s loop, on a frozen target."""
-    torch.manual_seed(cfg.seed)
-    g = torch.Generator().manual_seed(cfg.seed)
-    train, held = split(items)
-    d2t = draft_vocabulary(_token_counts(train, target.config.vocab_size), cfg.draft_vocab)
-    head = EagleHead(target, d2t).train()
-    in_vocab = torch.zeros(target.config.vocab_size, dtype=torch.bool)
-    in_vocab[d2t] = True
-    params = [p for p in head.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
-    curve, start, seen, step = [], time.perf_counter(), 0, 0
-    recent: list[tuple[float, float, float]] = []
-    for step in range(cfg.steps):
-        if time.perf_counter() - start > seconds:
-            break
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, cfg)
-        idx = torch.randint(len(train), (cfg.batch,), generator=g).tolist()
-        f_in, nxt, f_out, top, mask = make_batch(train, idx, cfg.window, g)
-        f_in = f_in + (torch.rand(f_in.shape, generator=g) - 0.5) * cfg.noise * mask[..., None]
-        out = eagle_losses(head, f_in, nxt, f_out, top, mask, in_vocab)
-        loss = cfg.feature_weight * out["feature"] + cfg.token_weight * out["token"]
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_value_(params, cfg.grad_clip)
-        opt.step()
-        seen += int(out["n"])
-        recent.append(
-            (out["feature"].item(), out["token"].item(), (out["agree"] / out["n"]).item())
-        )
-        if (step + 1) % cfg.eval_every == 0 or step == 0:
-            curve.append(_point(head, held, cfg, in_vocab, step + 1, seen, start, recent))
-            recent = []
+    with frozen(target):
+        torch.manual_seed(cfg.seed)
+        g = torch.Generator().manual_seed(cfg.seed)
+        train, held = split(items)
+        d2t = draft_vocabulary(_token_counts(train, target.config.vocab_size), cfg.draft_vocab)
+        head = EagleHead(target, d2t).train()
+        in_vocab = torch.zeros(target.config.vocab_size, dtype=torch.bool)
+        in_vocab[d2t] = True
+        params = [p for p in head.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
+        curve, start, seen, step = [], time.perf_counter(), 0, 0
+        recent: list[tuple[float, float, float]] = []
+        for step in range(cfg.steps):
+            if time.perf_counter() - start > seconds:
+                break
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step, cfg)
+            idx = torch.randint(len(train), (cfg.batch,), generator=g).tolist()
+            f_in, nxt, f_out, top, mask = make_batch(train, idx, cfg.window, g)
+            f_in = f_in + (torch.rand(f_in.shape, generator=g) - 0.5) * cfg.noise * mask[..., None]
+            out = eagle_losses(head, f_in, nxt, f_out, top, mask, in_vocab)
+            loss = cfg.feature_weight * out["feature"] + cfg.token_weight * out["token"]
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_value_(params, cfg.grad_clip)
+            opt.step()
+            seen += int(out["n"])
+            recent.append(
+                (out["feature"].item(), out["token"].item(), (out["agree"] / out["n"]).item())
+            )
+            if (step + 1) % cfg.eval_every == 0 or step == 0:
+                curve.append(_point(head, held, cfg, in_vocab, step + 1, seen, start, recent))
+                recent = []
+                log(json.dumps(curve[-1]))
+        else:
+            step = cfg.steps
+        if not curve or curve[-1]["step"] != step:
+            curve.append(_point(head, held, cfg, in_vocab, step, seen, start, recent))
             log(json.dumps(curve[-1]))
-    else:
-        step = cfg.steps
-    if not curve or curve[-1]["step"] != step:
-        curve.append(_point(head, held, cfg, in_vocab, step, seen, start, recent))
-        log(json.dumps(curve[-1]))
-    summary = dict(
-        steps=step,
-        positions_seen=seen,
-        seconds=round(time.perf_counter() - start, 1),
-        positions_per_second=round(seen / (time.perf_counter() - start), 1),
-        train_sequences=len(train),
-        held_out_sequences=len(held),
-        trainable_parameters=sum(p.numel() for p in params),
-    )
-    return head.eval(), curve, summary
+        summary = dict(
+            steps=step,
+            positions_seen=seen,
+            seconds=round(time.perf_counter() - start, 1),
+            positions_per_second=round(seen / (time.perf_counter() - start), 1),
+            train_sequences=len(train),
+            held_out_sequences=len(held),
+            trainable_parameters=sum(p.numel() for p in params),
+        )
+        return head.eval(), curve, summary
 
 
 def _point(head, held, cfg, in_vocab, step, seen, start, recent) -> dict:  # noqa: ANN001

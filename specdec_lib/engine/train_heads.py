@@ -26,12 +26,12 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from tqdm.auto import tqdm
 
-from specdec_lib.checks import check_int
+from specdec_lib.checks import check_ints
 from specdec_lib.engine.generate import generate
 from specdec_lib.engine.heads import HEADS_FILE, HEADS_INFO, MedusaHeads
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
-from specdec_lib.engine.train import TrainConfig, lr_at, training_batch
+from specdec_lib.engine.train import TrainConfig, frozen, lr_at, training_batch
 from specdec_lib.engine.weights import WEIGHTS_DIR, load_model, read_manifest, sha256
 from specdec_lib.text.language import WORKLOADS, workload_prompts
 from specdec_lib.text.tokenizer import Tokenizer
@@ -42,21 +42,21 @@ _PROBE_TOKENS = 48
 
 
 @dataclass(frozen=True)
-class HeadsConfig:
-    n_heads: int = 4
+class HeadsConfig(TrainConfig):
+    """The target's text stream and learning-rate schedule (:class:`~.train.TrainConfig`),
+    shorter and at a higher peak, for ``n_heads`` heads scoring every ``stride``-th position."""
+
     steps: int = 900
     batch_size: int = 8
-    window: int = 256
-    stride: int = 2  # score every second position, alternating between steps
     lr: float = 1e-2  # warm-up, plateau and decay as the target's (train.lr_at)
+    weight_decay: float = 0.0
     seed: int = 1  # the text stream's seed: the target trained on seed 0's
-    probe_every: int = 100
+    n_heads: int = 4
+    stride: int = 2  # score every second position, alternating between steps
 
     def __post_init__(self) -> None:
-        for name in ("n_heads", "steps", "batch_size", "window", "stride", "probe_every"):
-            check_int(name, getattr(self, name))
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
+        super().__post_init__()
+        check_ints(self, ("n_heads", "stride"))
 
 
 def head_losses(
@@ -114,45 +114,43 @@ def train_heads(
 ) -> tuple[MedusaHeads, list[dict], float]:
     """Train fresh heads on the frozen ``target``: the heads, the probe curve, seconds.
     ``probe=False`` records the losses only (a quick check)."""
-    torch.manual_seed(cfg.seed)
-    target.eval().requires_grad_(False)
-    heads = MedusaHeads(target, cfg.n_heads)
-    opt = torch.optim.AdamW(heads.parameters(), lr=cfg.lr, weight_decay=0.0)
-    text = TrainConfig(  # the text stream, and the learning-rate schedule
-        steps=cfg.steps, batch_size=cfg.batch_size, window=cfg.window, lr=cfg.lr, seed=cfg.seed
-    )
-    tok, curve, losses = Tokenizer(), [], []
-    probes = _probe_sequences(target) if probe else {}
-    start = time.perf_counter()
-    bar = tqdm(range(cfg.steps + 1), disable=not progress, desc="training heads")
-    for step in bar:
-        if step % cfg.probe_every == 0 or step == cfg.steps:
-            recent = losses[-cfg.probe_every :]  # none before the first step
-            point = {
-                "step": step,
-                "seconds": round(time.perf_counter() - start, 1),
-                "loss": [
-                    round(sum(x[i] for x in recent) / len(recent), 4) for i in range(cfg.n_heads)
-                ]
-                if recent
-                else None,
-                "accuracy": _probe_accuracy(target, heads, probes),
-            }
-            curve.append(point)
-            bar.write(json.dumps(point))
-        if step == cfg.steps:
-            break
-        ids = training_batch(text, step, tok)
-        with torch.no_grad():
-            _, hidden = target(ids[:, :-1], hidden=True)
-        loss = head_losses(heads, hidden, ids, cfg.stride, step % cfg.stride)
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, text)
-        opt.zero_grad(set_to_none=True)
-        loss.sum().backward()
-        opt.step()
-        losses.append(loss.tolist())
-    return heads.eval(), curve, time.perf_counter() - start
+    with frozen(target):
+        torch.manual_seed(cfg.seed)
+        heads = MedusaHeads(target, cfg.n_heads)
+        opt = torch.optim.AdamW(heads.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        tok, curve, losses = Tokenizer(), [], []
+        probes = _probe_sequences(target) if probe else {}
+        start = time.perf_counter()
+        bar = tqdm(range(cfg.steps + 1), disable=not progress, desc="training heads")
+        for step in bar:
+            if step % cfg.probe_every == 0 or step == cfg.steps:
+                recent = losses[-cfg.probe_every :]  # none before the first step
+                point = {
+                    "step": step,
+                    "seconds": round(time.perf_counter() - start, 1),
+                    "loss": [
+                        round(sum(x[i] for x in recent) / len(recent), 4)
+                        for i in range(cfg.n_heads)
+                    ]
+                    if recent
+                    else None,
+                    "accuracy": _probe_accuracy(target, heads, probes),
+                }
+                curve.append(point)
+                bar.write(json.dumps(point))
+            if step == cfg.steps:
+                break
+            ids = training_batch(cfg, step, tok)
+            with torch.no_grad():
+                _, hidden = target(ids[:, :-1], hidden=True)
+            loss = head_losses(heads, hidden, ids, cfg.stride, step % cfg.stride)
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step, cfg)
+            opt.zero_grad(set_to_none=True)
+            loss.sum().backward()
+            opt.step()
+            losses.append(loss.tolist())
+        return heads.eval(), curve, time.perf_counter() - start
 
 
 def _save_heads(heads: MedusaHeads, info: dict, directory: Path = WEIGHTS_DIR) -> Path:

@@ -357,22 +357,30 @@ def draw_child(
 
 
 class GrowingTree:
-    """A tree being drawn from a :class:`TreeShape`, level by level (both shape-based
-    drafters, the draft model's and the heads', fill it): ``index`` maps each drawn rank
-    path to its node."""
+    """A tree a drafter is drawing, with the round's sampling ``params`` and ``generator``:
+    greedy, a node's rank-r child is the r-th likeliest token; sampled, the r-th draw without
+    replacement, kept with the distribution it was drawn from. ``index`` maps each rank path
+    drawn from a :class:`TreeShape` (:meth:`grow`) to its node."""
 
-    def __init__(self) -> None:
+    def __init__(self, params: SamplingParams, generator: torch.Generator | None) -> None:
+        self.params, self.generator = params, generator
         self.index: dict[tuple[int, ...], int] = {}
         self.tokens: list[int] = []
         self.parents: list[int] = []
-        self.rows: list[torch.Tensor] = []
+        self.rows: list[torch.Tensor | None] = []
+        self.draft_passes = 0
+
+    def add(self, token: int, parent: int, row: torch.Tensor | None = None) -> int:
+        """Node ``token`` under ``parent`` (-1: the root), drawn from ``row``; its index."""
+        self.tokens.append(token)
+        self.parents.append(parent)
+        self.rows.append(row)
+        return len(self.tokens) - 1
 
     def grow(
         self,
         paths: Sequence[tuple[int, ...]],
         logits_for: Callable[[tuple[int, ...]], torch.Tensor],
-        params: SamplingParams,
-        generator: torch.Generator | None,
     ) -> None:
         """Draw each of ``paths`` (in order, each after its elder siblings) whose parent was
         drawn, from the drafter's ``logits_for(path)``; skip those left with nothing to draw."""
@@ -382,20 +390,50 @@ class GrowingTree:
             elder = _elder_tokens(self.index, self.tokens, path)
             if elder is None:  # an elder sibling had nothing left to draw
                 continue
-            drawn = draw_child(logits_for(path), path[-1], elder, params, generator)
-            if drawn is None:
-                continue
-            self.index[path] = len(self.tokens)
-            self.parents.append(self.index.get(path[:-1], -1))
-            self.tokens.append(drawn[0])
-            self.rows.append(drawn[1])
+            drawn = draw_child(logits_for(path), path[-1], elder, self.params, self.generator)
+            if drawn is not None:
+                self.index[path] = self.add(drawn[0], self.index.get(path[:-1], -1), drawn[1])
 
-    def tree(self, params: SamplingParams, draft_passes: int = 0) -> TokenTree:
-        probs = None if params.greedy or not self.rows else torch.stack(self.rows)
-        return TokenTree(self.tokens, self.parents, probs, draft_passes)
+    def keep(self, nodes: Sequence[int]) -> None:
+        """Keep only ``nodes`` (in increasing order, each with its parent), renumbered."""
+        new = {old: j for j, old in enumerate(nodes)}
+        self.parents = [new[self.parents[i]] if self.parents[i] >= 0 else -1 for i in nodes]
+        self.tokens = [self.tokens[i] for i in nodes]
+        self.rows = [self.rows[i] for i in nodes]
+        self.index = {path: new[i] for path, i in self.index.items() if i in new}
+
+    def tree(self) -> TokenTree:
+        probs = None if self.params.greedy or not self.rows else torch.stack(self.rows)
+        return TokenTree(self.tokens, self.parents, probs, self.draft_passes)
 
 
-def is_chain(tree: TokenTree) -> bool:
+class TreeDrafter:
+    """A drafter that proposes a token tree a round. The engine calls :meth:`draft_tree` on
+    its own context and checks the tree it gets; a drafter draws its nodes in :meth:`fill`,
+    into the :class:`GrowingTree` it is handed, which holds the round's sampling."""
+
+    name: str
+
+    @torch.inference_mode()
+    def draft_tree(
+        self,
+        context: list[int],
+        max_depth: int,
+        params: SamplingParams,
+        generator: torch.Generator | None,
+    ) -> TokenTree:
+        """Up to ``max_depth`` levels of nodes after ``context`` (none at depth 0)."""
+        tree = GrowingTree(params, generator)
+        if max_depth > 0:
+            self.fill(tree, context, max_depth)
+        return tree.tree()
+
+    def fill(self, tree: GrowingTree, context: list[int], max_depth: int) -> None:
+        """Draw up to ``max_depth`` levels of nodes after ``context`` into ``tree``."""
+        raise NotImplementedError
+
+
+def is_chain(tree: TokenTree | GrowingTree) -> bool:
     """Every node under the one before (or no node at all): a chain drafter's proposal, which
     the loop verifies with a plain causal pass and the chain rules."""
     return tree.parents == list(range(-1, len(tree.parents) - 1))

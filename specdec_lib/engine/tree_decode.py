@@ -1,5 +1,5 @@
-"""Speculative decoding with token trees: tree drafters, and the loop that verifies a tree
-per request in one target pass.
+"""Speculative decoding with token trees: the tree drafters, and the speculation loop's
+defaults for trees (:func:`~specdec_lib.engine.generate.speculate` takes any drafter).
 
 A static tree's shape is a list of rank paths, as Medusa writes its trees: ``(0,)`` is
 the drafter's first choice for the first position, ``(1,)`` its second, ``(0, 0)`` the
@@ -12,31 +12,27 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from typing import Protocol
+from typing import Any
 
 import torch
 
-from specdec_lib.checks import check_int, check_prompts
+from specdec_lib.checks import check_int
 from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter
-from specdec_lib.engine.generate import SpeculationStats, speculate
+from specdec_lib.engine.generate import speculate
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
-from specdec_lib.engine.tree import GrowingTree, TokenTree, TreeShape, Walk, tree_layout
+from specdec_lib.engine.tree import (
+    GrowingTree,
+    TokenTree,
+    TreeDrafter,
+    TreeShape,
+    Walk,  # noqa: F401 (analysis.trees imports it from here)
+    is_chain,
+    tree_layout,
+)
 
 
-class TreeDrafter(Protocol):
-    name: str
-
-    def draft_tree(
-        self,
-        context: list[int],
-        max_depth: int,
-        params: SamplingParams,
-        generator: torch.Generator | None,
-    ) -> TokenTree: ...
-
-
-class DraftModelTreeDrafter(DraftModelDrafter):
+class DraftModelTreeDrafter(DraftModelDrafter, TreeDrafter):
     """A draft model filling a static :class:`TreeShape`, one draft pass per level.
 
     Level by level: the first pass scores the context (the cache keeps it, as for a
@@ -52,37 +48,26 @@ class DraftModelTreeDrafter(DraftModelDrafter):
         super().__init__(draft_model, name or f"draft-model tree ({len(shape)} nodes)")
         self.shape = shape
 
-    @torch.inference_mode()
-    def draft_tree(
-        self,
-        context: list[int],
-        max_depth: int,
-        params: SamplingParams,
-        generator: torch.Generator | None,
-    ) -> TokenTree:
-        n_context = len(context)
+    def fill(self, tree: GrowingTree, context: list[int], max_depth: int) -> None:
         logits = {(): self.logits_after(context)}  # rank path -> logits of its next token
-        tree = GrowingTree()
-        passes = 1
+        tree.draft_passes = 1
         for depth in range(1, min(self.shape.depth, max_depth) + 1):
             if depth > 1:  # score the last level's nodes, after their ancestors (cached)
                 done = sum(len(p) < depth - 1 for p in tree.index)  # nodes of earlier levels
-                layout = (  # a chain so far is a plain pass: no layout needed
-                    None
-                    if tree.parents == list(range(-1, len(tree.parents) - 1))
-                    else tree_layout(
-                        [n_context + done], [len(tree.tokens) - done], [tree.parents], kept=[done]
-                    )
+                if done == len(tree.tokens):  # the last level drew nothing: nothing to grow
+                    break
+                fed = tree.tokens[done:]
+                layout = None  # a chain so far is a plain pass
+                if not is_chain(tree):
+                    cached = [len(context) + done]
+                    layout = tree_layout(cached, [len(fed)], [tree.parents], kept=[done])
+                out = self.model(torch.tensor([fed]), self.cache, layout=layout)[0]
+                tree.draft_passes += 1
+                logits.update(
+                    {p: out[i - done] for p, i in tree.index.items() if len(p) == depth - 1}
                 )
-                fed = torch.tensor([tree.tokens[done:]])
-                out = self.model(fed, self.cache, layout=layout)[0]
-                passes += 1
-                new = {p: out[i - done] for p, i in tree.index.items() if len(p) == depth - 1}
-                logits.update(new)
-            level = [p for p in self.shape.paths if len(p) == depth]
-            tree.grow(level, lambda path: logits[path[:-1]], params, generator)
-        self.cache.crop(n_context)  # the tree's entries go; the context stays cached
-        return tree.tree(params, draft_passes=passes)
+            tree.grow([p for p in self.shape.paths if len(p) == depth], lambda p: logits[p[:-1]])
+        self.cache.crop(len(context))  # the tree's entries go; the context stays cached
 
 
 class NgramTreeDrafter:
@@ -148,36 +133,13 @@ def tree_speculate(
     drafters: Sequence[TreeDrafter],
     prompts: Sequence[Sequence[int]],
     params: SamplingParams,
-    max_depth: int = 8,
-    generator: torch.Generator | None = None,
-    stats: SpeculationStats | None = None,
-    walk: Walk | None = None,
-    max_nodes: int = 32,
+    k: int = 8,
+    **options: Any,
 ) -> list[list[int]]:
-    """:func:`~specdec_lib.engine.generate.speculate` with a token tree per request, up to
-    ``max_depth`` deep, all verified in one target pass.
-
-    ``walk`` is the verifier: by default :func:`walk_greedy` (greedy) or
-    :func:`walk_sampled` (sampled); pass another to test a wrong one. Greedy output equals
-    :func:`~specdec_lib.engine.generate.generate`'s; sampled, it is distributed as the
-    target's. ``stats.proposed`` counts tree nodes, ``accepted`` the accepted path. A tree
-    may hold up to ``max_nodes`` nodes, and the window must have room for them after the
-    longest prompt and ``max_tokens``: a tree is written past the tokens it may keep.
-    """
-    check_int("max_depth", max_depth)
-    check_int("max_nodes", max_nodes)
-    seqs = check_prompts(prompts, target.config, params.max_tokens)
-    room = target.config.block_size - max(len(s) for s in seqs) - params.max_tokens
-    if max_nodes > room:
-        raise ValueError(
-            f"max_nodes must be <= {room} here (prompt + max_tokens + max_nodes "
-            f"<= block_size={target.config.block_size}), got {max_nodes}"
-        )
-    if len(drafters) != len(seqs):
-        raise ValueError(f"drafters must hold one per prompt ({len(seqs)}), got {len(drafters)}")
-    return speculate(
-        target, drafters, seqs, params, max_depth, generator, stats, walk=walk, max_nodes=max_nodes
-    )
+    """:func:`~specdec_lib.engine.generate.speculate` with a tree's defaults: up to ``k`` = 8
+    levels a round, and ``max_nodes`` = 32 nodes a tree, for which the window needs room."""
+    options.setdefault("max_nodes", 32)
+    return speculate(target, drafters, prompts, params, k, **options)
 
 
 def tree_speculative_generate(
@@ -185,13 +147,8 @@ def tree_speculative_generate(
     drafter: TreeDrafter,
     prompt_token_ids: Sequence[int],
     params: SamplingParams,
-    max_depth: int = 8,
-    generator: torch.Generator | None = None,
-    stats: SpeculationStats | None = None,
-    walk: Walk | None = None,
-    max_nodes: int = 32,
+    k: int = 8,
+    **options: Any,
 ) -> list[int]:
     """:func:`tree_speculate` for one request."""
-    return tree_speculate(
-        target, [drafter], [prompt_token_ids], params, max_depth, generator, stats, walk, max_nodes
-    )[0]
+    return tree_speculate(target, [drafter], [prompt_token_ids], params, k, **options)[0]

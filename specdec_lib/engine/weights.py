@@ -37,6 +37,18 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def load_verified(path: Path, expected: str, record: str) -> dict[str, torch.Tensor]:
+    """The tensors of ``path``, read only once its SHA-256 is the ``expected`` one that
+    ``record`` holds (the manifest, or the JSON beside a drafter's weights)."""
+    digest = sha256(path)
+    if digest != expected:
+        raise RuntimeError(
+            f"{path} has SHA-256 {digest}, {record} says {expected}: "
+            "the weights are corrupt or were changed without retraining"
+        )
+    return load_file(str(path))
+
+
 def _state_dict_for_saving(model: TinyGPT) -> dict[str, torch.Tensor]:
     # lm_head.weight is the same tensor as embed_tokens.weight; store it once.
     sd = model.state_dict()
@@ -99,15 +111,8 @@ def load_model(name: str, trained: bool = True, directory: Path = WEIGHTS_DIR) -
             f"{tok.version!r} with vocab_size {tok.vocab_size}: retrain with "
             "`python -m specdec_lib.engine.train`"
         )
-    path = directory / entry["file"]
-    digest = sha256(path)
-    if digest != entry["sha256"]:
-        raise RuntimeError(
-            f"{path} has SHA-256 {digest}, manifest says {entry['sha256']}: "
-            "the weights are corrupt or were changed without retraining"
-        )
     model = TinyGPT(ModelConfig(**entry["config"]))
-    state = load_file(str(path))
+    state = load_verified(directory / entry["file"], entry["sha256"], _MANIFEST)
     state["lm_head.weight"] = state["model.embed_tokens.weight"]
     model.load_state_dict(state)
     return model.eval()
