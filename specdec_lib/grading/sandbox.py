@@ -11,9 +11,9 @@ profile hook watches for a call of one of them, however it is reached (an import
 an alias, a method, another library function that calls it), and the check then fails
 with :data:`Diagnosis.DELEGATES`. The check's own computations run unwatched, and so do
 the grader's reference and mistakes when a check is run on them
-(:func:`~.mistakes.catch_rates`).
-A check whose exercise hands the student a random generator can also refuse code that
-draws from any other source (:data:`Diagnosis.IGNORES_GENERATOR`).
+(:func:`~.mistakes.catch_rates`). A check whose exercise hands the student a random
+generator can also refuse code that draws from any other source
+(:data:`Diagnosis.IGNORES_GENERATOR`); the grader's own functions are trusted not to.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any
@@ -145,9 +145,11 @@ def forbidden(*implementations: Any, **labelled: Any) -> dict[CodeType, str]:
 
 @dataclass
 class _Watch:
-    """The forbidden code of the running check, and the first of it that student code ran."""
+    """The forbidden code of the running check, the grader's own functions (which it runs as
+    students, unwatched: :func:`_trusted`), and the first forbidden code student code ran."""
 
     codes: dict[CodeType, str]
+    trusted: set[Any] = field(default_factory=set)
     found: str | None = None
 
     def profile(self, frame: FrameType, event: str, arg: Any) -> None:
@@ -162,15 +164,15 @@ _WATCHES: list[_Watch] = []  # the running check's
 
 
 def _trusted() -> set[Any]:
-    """The grader's own solutions and mistakes, which its checks run as students: unwatched.
-    Read when a check runs, not when this module is imported: each exercise's module
-    registers its own (:func:`~.mistakes.register`) after this module loads."""
+    """The grader's own solutions and mistakes, which its checks run as students: unwatched,
+    and trusted to draw only from the generator they are given. Read when a check starts,
+    not when this module is imported: each exercise's module registers its own
+    (:func:`~.mistakes.register`) after this module loads."""
     return set(REFERENCES.values()) | {m.function for t in MISTAKES.values() for m in t.values()}
 
 
-def _is_trusted(fn: Callable) -> bool:
+def _is_trusted(fn: Callable, trusted: set[Any]) -> bool:
     owner = getattr(fn, "__self__", None)  # a bound method: of a trusted class's instance?
-    trusted = _trusted()
     try:
         return fn in trusted or (owner is not None and type(owner) in trusted)
     except TypeError:  # unhashable: not one of the grader's
@@ -218,8 +220,9 @@ def call_student(
     """``fn(*args)``; anything it raises becomes a failing report, and so does a call of
     the running check's forbidden code. With ``own_generator``, so does a draw from any
     random generator but the one among ``args`` (torch's, NumPy's, Python's global one)."""
-    watch = _WATCHES[-1] if _WATCHES and not _is_trusted(fn) else None
-    before = _global_draws() if own_generator else None
+    trusted = bool(_WATCHES) and _is_trusted(fn, _WATCHES[-1].trusted)
+    watch = _WATCHES[-1] if _WATCHES and not trusted else None
+    before = _global_draws() if own_generator and not trusted else None
     previous = sys.getprofile()
     try:
         if watch is not None:
@@ -285,7 +288,7 @@ def run_check(
     While it runs, student code that calls ``forbid`` (the library's implementations of
     the exercise, see :func:`forbidden`) or the grader's reference fails the check."""
     name = str(getattr(subject, "__name__", None) or type(subject).__name__)
-    watch = _Watch(_references(check) | (forbid or {}))
+    watch = _Watch(_references(check) | (forbid or {}), _trusted())
     _WATCHES.append(watch)
     try:
         if not callable(subject):
