@@ -31,7 +31,8 @@ import torch
 from specdec_lib.checks import check_int
 from specdec_lib.engine.eagle import EagleDrafter, EagleHead
 from specdec_lib.engine.sampling import process_logits
-from specdec_lib.engine.tree import GrowingTree, TreeDrafter, draw_child, tree_layout
+from specdec_lib.engine.tree import GrowingTree, draw_child, tree_layout
+from specdec_lib.engine.tree_decode import TreeDrafter
 
 
 def keep_likeliest(parents: Sequence[int], logprobs: Sequence[float], budget: int) -> list[int]:

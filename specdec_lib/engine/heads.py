@@ -27,7 +27,8 @@ import torch.nn.functional as F
 
 from specdec_lib.checks import check_int
 from specdec_lib.engine.model import TinyGPT
-from specdec_lib.engine.tree import GrowingTree, TreeDrafter, TreeShape
+from specdec_lib.engine.tree import GrowingTree, TreeShape
+from specdec_lib.engine.tree_decode import TreeDrafter
 from specdec_lib.engine.weights import WEIGHTS_DIR, load_verified, read_manifest
 
 HEADS_FILE = "heads.safetensors"

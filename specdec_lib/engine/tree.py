@@ -326,19 +326,6 @@ def remaining(q: torch.Tensor, drawn: Sequence[int]) -> torch.Tensor | None:
     return None if total <= 1e-12 else left / total
 
 
-def _elder_tokens(
-    index: dict[tuple[int, ...], int], tokens: Sequence[int], path: tuple[int, ...]
-) -> list[int] | None:
-    """The tokens of a node's elder siblings (ranks below ``path[-1]``), in rank order, or
-    ``None`` when one of them was not drawn: a restrictive top-k or top-p can leave fewer
-    tokens than a node has children, and a node is drawn only after all its elders (a draw
-    without replacement), so it is left out and the tree stays valid."""
-    keys = [path[:-1] + (r,) for r in range(path[-1])]
-    if any(k not in index for k in keys):
-        return None
-    return [tokens[index[k]] for k in keys]
-
-
 def draw_child(
     logits: torch.Tensor,
     rank: int,
@@ -382,14 +369,16 @@ class GrowingTree:
         paths: Sequence[tuple[int, ...]],
         logits_for: Callable[[tuple[int, ...]], torch.Tensor],
     ) -> None:
-        """Draw each of ``paths`` (in order, each after its elder siblings) whose parent was
-        drawn, from the drafter's ``logits_for(path)``; skip those left with nothing to draw."""
+        """Draw each of ``paths`` in order, from the drafter's ``logits_for(path)``, after its
+        parent and its elder siblings (ranks below ``path[-1]``). A node is drawn without
+        replacement after all its elders, and a restrictive top-k or top-p can leave fewer
+        tokens than a node has children: a node whose parent or elder was left out (nothing
+        left to draw) is left out too, so the tree stays valid."""
         for path in paths:
-            if len(path) > 1 and path[:-1] not in self.index:  # its parent was not drawn
+            elders = [path[:-1] + (r,) for r in range(path[-1])]
+            if any(p not in self.index for p in [path[:-1], *elders] if p):
                 continue
-            elder = _elder_tokens(self.index, self.tokens, path)
-            if elder is None:  # an elder sibling had nothing left to draw
-                continue
+            elder = [self.tokens[self.index[p]] for p in elders]
             drawn = draw_child(logits_for(path), path[-1], elder, self.params, self.generator)
             if drawn is not None:
                 self.index[path] = self.add(drawn[0], self.index.get(path[:-1], -1), drawn[1])
@@ -405,32 +394,6 @@ class GrowingTree:
     def tree(self) -> TokenTree:
         probs = None if self.params.greedy or not self.rows else torch.stack(self.rows)
         return TokenTree(self.tokens, self.parents, probs, self.draft_passes)
-
-
-class TreeDrafter:
-    """A drafter that proposes a token tree a round. The engine calls :meth:`draft_tree` on
-    its own context and checks the tree it gets; a drafter draws its nodes in :meth:`fill`,
-    into the :class:`GrowingTree` it is handed, which holds the round's sampling."""
-
-    name: str
-
-    @torch.inference_mode()
-    def draft_tree(
-        self,
-        context: list[int],
-        max_depth: int,
-        params: SamplingParams,
-        generator: torch.Generator | None,
-    ) -> TokenTree:
-        """Up to ``max_depth`` levels of nodes after ``context`` (none at depth 0)."""
-        tree = GrowingTree(params, generator)
-        if max_depth > 0:
-            self.fill(tree, context, max_depth)
-        return tree.tree()
-
-    def fill(self, tree: GrowingTree, context: list[int], max_depth: int) -> None:
-        """Draw up to ``max_depth`` levels of nodes after ``context`` into ``tree``."""
-        raise NotImplementedError
 
 
 def is_chain(tree: TokenTree | GrowingTree) -> bool:

@@ -24,12 +24,37 @@ from specdec_lib.engine.sampling import SamplingParams
 from specdec_lib.engine.tree import (
     GrowingTree,
     TokenTree,
-    TreeDrafter,
     TreeShape,
     Walk,  # noqa: F401 (analysis.trees imports it from here)
     is_chain,
     tree_layout,
 )
+
+
+class TreeDrafter:
+    """A drafter that proposes a token tree a round. The engine calls :meth:`draft_tree` on
+    its own context and checks the tree it gets; a drafter draws its nodes in :meth:`fill`,
+    into the :class:`GrowingTree` it is handed, which holds the round's sampling."""
+
+    name: str
+
+    @torch.inference_mode()
+    def draft_tree(
+        self,
+        context: list[int],
+        max_depth: int,
+        params: SamplingParams,
+        generator: torch.Generator | None,
+    ) -> TokenTree:
+        """Up to ``max_depth`` levels of nodes after ``context`` (none at depth 0)."""
+        tree = GrowingTree(params, generator)
+        if max_depth > 0:
+            self.fill(tree, context, max_depth)
+        return tree.tree()
+
+    def fill(self, tree: GrowingTree, context: list[int], max_depth: int) -> None:
+        """Draw up to ``max_depth`` levels of nodes after ``context`` into ``tree``."""
+        raise NotImplementedError
 
 
 class DraftModelTreeDrafter(DraftModelDrafter, TreeDrafter):
