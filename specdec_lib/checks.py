@@ -153,6 +153,13 @@ def check_drafters(drafters: object, n: int) -> list:
     return list(drafters)
 
 
+def check_draft_params(params: object) -> None:
+    """``ValueError`` if ``params`` is ``None``: a drafter that samples (a draft model, an
+    EAGLE head) needs the round's sampling parameters, where prompt lookup needs none."""
+    if params is None:
+        raise ValueError("params must be the SamplingParams the draft samples with")
+
+
 def check_model_config(config: object) -> None:
     """A TinyGPT shape: integer sizes >= 1, an even head size, a rotary base > 1, a positive
     norm epsilon, and query heads that split evenly among the key/value heads."""

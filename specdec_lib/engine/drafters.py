@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from specdec_lib.checks import check_ids, check_int
+from specdec_lib.checks import check_draft_params, check_ids, check_int
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams, process_logits, sample
 from specdec_lib.text.tokenizer import Tokenizer
@@ -156,8 +156,7 @@ class DraftModelDrafter(LibraryDrafter):
 
     @torch.inference_mode()
     def draft(self, context: list[int], k: int, params: Params, generator: Generator) -> Proposal:
-        if params is None:
-            raise ValueError("params must be the SamplingParams the draft samples with")
+        check_draft_params(params)
         tokens: list[int] = []
         rows = torch.zeros(k, self.vocab_size, dtype=torch.float64)
         for i in range(k):  # one pass per token; the cache already holds all but the last

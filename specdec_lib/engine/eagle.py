@@ -41,7 +41,7 @@ import torch
 import torch.nn as nn
 from safetensors.torch import save_file
 
-from specdec_lib.checks import check_int
+from specdec_lib.checks import check_draft_params, check_int
 from specdec_lib.engine.drafters import Generator, LibraryDrafter, NgramDrafter, Params, Proposal
 from specdec_lib.engine.model import KVCache, Layout, TinyGPT
 from specdec_lib.engine.random_init import normal_
@@ -185,8 +185,7 @@ class EagleDrafter(LibraryDrafter):
 
     @torch.inference_mode()
     def draft(self, context: list[int], k: int, params: Params, generator: Generator) -> Proposal:
-        if params is None:
-            raise ValueError("params must be the SamplingParams the draft samples with")
+        check_draft_params(params)
         if k == 0 or not self.ready(context):
             return Proposal([])
         d2t = self.head.d2t
@@ -239,8 +238,7 @@ class EagleOrLookupDrafter(EagleDrafter):
         )
 
     def draft(self, context: list[int], k: int, params: Params, generator: Generator) -> Proposal:
-        if params is None:
-            raise ValueError("params must be the SamplingParams the draft samples with")
+        check_draft_params(params)
         copied = self.lookup.draft(context, k, params, generator)  # deterministic: probs None
         return copied if copied.tokens else super().draft(context, k, params, generator)
 
