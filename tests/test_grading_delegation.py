@@ -18,6 +18,8 @@ import nbformat
 import numpy as np
 import pytest
 import torch
+from specdec_lib.analysis.goodput import goodput_ks
+from specdec_lib.analysis.replay import replay_greedy
 
 from specdec_lib import (
     NgramDrafter,
@@ -30,14 +32,12 @@ from specdec_lib import (
 )
 from specdec_lib import grading as G
 from specdec_lib.analysis.costs import kv_cache_bytes_per_token, stats_cost_per_token, weight_bytes
-from specdec_lib.analysis.replay import replay_greedy
 from specdec_lib.analysis.replication import crossover
 from specdec_lib.analysis.theory import expected_tokens_per_pass_from_rates
 from specdec_lib.engine.eagle_tree import keep_likeliest
 from specdec_lib.engine.sampling import SamplingParams
 from specdec_lib.engine.tree import TokenTree, ancestor_mask, node_depths, walk_sampled
 from specdec_lib.engine.tree_decode import NgramTreeDrafter
-from specdec_lib.analysis.goodput import goodput_ks
 from specdec_lib.grading import Diagnosis
 from specdec_lib.grading.batch_rollback import in_row_order, rollback_as
 from specdec_lib.grading.mistakes import REFERENCES

@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from specdec_lib.analysis.serving import RooflineStepCost, StepCostFit
 from specdec_lib.analysis.goodput import GoodputK, goodput_ks
+from specdec_lib.analysis.serving import RooflineStepCost, StepCostFit
 
 from .answers import ExactCheck
 from .mistakes import register
