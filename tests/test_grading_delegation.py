@@ -18,8 +18,6 @@ import nbformat
 import numpy as np
 import pytest
 import torch
-from specdec_lib.analysis.goodput import goodput_ks
-from specdec_lib.analysis.replay import replay_greedy
 
 from specdec_lib import (
     NgramDrafter,
@@ -32,6 +30,8 @@ from specdec_lib import (
 )
 from specdec_lib import grading as G
 from specdec_lib.analysis.costs import kv_cache_bytes_per_token, stats_cost_per_token, weight_bytes
+from specdec_lib.analysis.goodput import goodput_ks
+from specdec_lib.analysis.replay import replay_greedy
 from specdec_lib.analysis.replication import crossover
 from specdec_lib.analysis.theory import expected_tokens_per_pass_from_rates
 from specdec_lib.engine.eagle_tree import keep_likeliest
