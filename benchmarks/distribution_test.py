@@ -53,7 +53,7 @@ from specdec_lib import (
     load_model,
     process_logits,
 )
-from specdec_lib.analysis.exact import exact_output_distribution
+from specdec_lib.analysis.exact_distributions import exact_output_distribution
 from specdec_lib.analysis.hypothesis import (
     ALPHA,
     MIN_EXPECTED,

@@ -4,7 +4,7 @@ The same continuously batched server as ``benchmarks/serve_sweep.py``, on the sa
 of traffic (TinyGPT's mixed requests: copy, edit, answer and novel; the n-gram drafter,
 greedy, its acceptance exactly as measured there), but every step costs what a roofline
 model of Llama 3 8B on an A100 80 GB says it costs
-(:class:`~specdec_lib.analysis.serving.RooflineStepCost`): the larger of the bytes read
+(:class:`~specdec_lib.analysis.costs.RooflineStepCost`): the larger of the bytes read
 over bandwidth and the arithmetic over peak throughput. Policies: off, k = 4, k = 4 off
 from batch 8, and goodput planning with the same model. Two contexts a request: 512
 tokens (weights dominate the bytes) and 8192 (each request's cache does, MagicDec's
@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import dataclasses
 
+from measures import summarize
 from tqdm import tqdm
 
 from specdec_lib import NgramDrafter, SamplingParams, load_model
-from specdec_lib.analysis.goodput import GoodputK
-from specdec_lib.analysis.serving import RooflineStepCost, summarize
+from specdec_lib.analysis.costs import RooflineStepCost
 from specdec_lib.engine.policies import DisableAbove, FixedK, Off
 from specdec_lib.engine.server import ModelledClock, serve
 from specdec_lib.engine.traffic import poisson_stream
+from specdec_lib.experiments.goodput_policy import GoodputK
 
 from harness import Benchmark
 

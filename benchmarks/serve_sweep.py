@@ -11,7 +11,7 @@ n-gram drafter, greedy, one thread, the measured clock (each step costs what it 
   goodput; the policies run back to back on the same stream, and every request's output is
   checked equal across policies (greedy: speculation never changes the text);
 * ``ratios``: per (mix, λ, policy), how many times faster than plain, with a 95% t-interval
-  over the streams (:func:`~specdec_lib.analysis.serving.stream_ratio`; each stream's
+  over the streams (:func:`~specdec_lib.analysis.intervals.stream_ratio`; each stream's
   requests paired across policies): a stream's schedule moves with every step's timing, so
   requests of one stream are not independent, and the streams carry both prompt and timing
   spread;
@@ -36,15 +36,16 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from measures import fit_step_costs, summarize
 from tqdm import tqdm
 
 from specdec_lib import NgramDrafter, SamplingParams, load_model
 from specdec_lib.analysis.crossover import log_crossing
-from specdec_lib.analysis.goodput import GoodputK
-from specdec_lib.analysis.serving import fit_step_costs, stream_ratio, summarize
+from specdec_lib.analysis.intervals import stream_ratio
 from specdec_lib.engine.policies import DisableAbove, FixedK, Off
 from specdec_lib.engine.server import ModelledClock, serve
 from specdec_lib.engine.traffic import ClosedLoop, mixed_requests, poisson_stream
+from specdec_lib.experiments.goodput_policy import GoodputK
 
 from harness import Benchmark
 

@@ -8,8 +8,8 @@ The full catch-rate table is ``python -m specdec_lib.grading --checks check_good
 import numpy as np
 import pytest
 
-from specdec_lib.analysis.goodput import GoodputK, goodput_ks
-from specdec_lib.analysis.serving import RooflineStepCost, StepCostFit
+from specdec_lib.analysis.costs import RooflineStepCost, StepCostFit
+from specdec_lib.experiments.goodput_policy import GoodputK, goodput_ks
 from specdec_lib.grading import Diagnosis, check_goodput_ks
 from specdec_lib.grading.goodput_ks import GOODPUT_SLIPS
 from specdec_lib.grading.mistakes import MISTAKES, REFERENCES, catch_rates

@@ -30,14 +30,14 @@ from specdec_lib import (
 )
 from specdec_lib import grading as G
 from specdec_lib.analysis.costs import kv_cache_bytes_per_token, stats_cost_per_token, weight_bytes
-from specdec_lib.analysis.goodput import goodput_ks
-from specdec_lib.analysis.replay import replay_greedy
+from specdec_lib.analysis.greedy_replay import replay_greedy
 from specdec_lib.analysis.replication import crossover
 from specdec_lib.analysis.theory import expected_tokens_per_pass_from_rates
 from specdec_lib.engine.eagle_tree import keep_likeliest
 from specdec_lib.engine.sampling import SamplingParams
 from specdec_lib.engine.tree import TokenTree, ancestor_mask, node_depths, walk_sampled
 from specdec_lib.engine.tree_decode import NgramTreeDrafter
+from specdec_lib.experiments.goodput_policy import goodput_ks
 from specdec_lib.grading import Diagnosis
 from specdec_lib.grading.batch_rollback import in_row_order, rollback_as
 from specdec_lib.grading.mistakes import REFERENCES
@@ -144,7 +144,7 @@ DELEGATING = {
     "check_batch_rollback": (_rollback_batch, "the grader's reference solution"),
     "check_bernoulli_drafter": (_BernoulliDrafter, "the grader's reference solution"),
     "check_slower_from": (_slower_from, "replication.crossover"),
-    "check_goodput_ks": (_choose_ks, "goodput.goodput_ks"),
+    "check_goodput_ks": (_choose_ks, "goodput_policy.goodput_ks"),
     "check_tree_mask": (_tree_mask_and_positions, "tree.ancestor_mask"),
     "check_verify_children": (_verify_children, "tree.walk_sampled"),
     "check_predict_counts": (_predict_counts, "replay.replay_greedy"),

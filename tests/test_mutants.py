@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from specdec_lib import accept_sampled
-from specdec_lib.analysis.exact import exact_output_distribution
+from specdec_lib.analysis.exact_distributions import exact_output_distribution
 from specdec_lib.experiments.mutant_battery import (
     Setup,
     across_seeds_test,

@@ -12,7 +12,7 @@ from specdec_lib import (
     speculative_generate,
     workload_prompts,
 )
-from specdec_lib.analysis.replay import common_prefix, replay_greedy
+from specdec_lib.analysis.greedy_replay import common_prefix, replay_greedy
 from specdec_lib.grading import Diagnosis
 from specdec_lib.grading.mistakes import MISTAKES, catch_rates
 from specdec_lib.grading.predict_counts import REPLAY_SLIPS, check_predict_counts, counts_reference

@@ -5,17 +5,12 @@ import itertools
 
 import pytest
 import torch
+from measures import fit_step_costs, summarize
 
 from specdec_lib import DraftModelDrafter, NgramDrafter, SamplingParams, generate
-from specdec_lib.analysis.goodput import GoodputK, goodput_ks, row_acceptance
+from specdec_lib.analysis.costs import RooflineStepCost, StepCostFit
 from specdec_lib.analysis.hypothesis import chi_square, z_score
-from specdec_lib.analysis.serving import (
-    RooflineStepCost,
-    StepCostFit,
-    fit_step_costs,
-    stream_ratio,
-    summarize,
-)
+from specdec_lib.analysis.intervals import stream_ratio
 from specdec_lib.engine import generate as generate_module
 from specdec_lib.engine.generate import Row
 from specdec_lib.engine.policies import DisableAbove, FixedK, Off
@@ -30,6 +25,7 @@ from specdec_lib.engine.traffic import (
 )
 from specdec_lib.engine.tree_decode import NgramTreeDrafter
 from specdec_lib.engine.verify import sampled_rule, target_distribution
+from specdec_lib.experiments.goodput_policy import GoodputK, goodput_ks, row_acceptance
 
 PARAMS = SamplingParams(max_tokens=24)
 MIX = {"copy": 1, "edit": 1, "answer": 1, "novel": 1}

@@ -7,7 +7,7 @@ from scipy.stats import chisquare
 
 from specdec_lib import SamplingParams, accept_sampled, accept_sampled_biased, process_logits
 from specdec_lib.analysis.enumeration import enumerate_outcomes
-from specdec_lib.analysis.exact import (
+from specdec_lib.analysis.exact_distributions import (
     exact_first_token_distribution,
     exact_output_distribution,
     residual_decomposition,

@@ -11,7 +11,6 @@ import torch
 
 from specdec_lib import ModelConfig, SamplingParams, SpeculationStats, TinyGPT, generate
 from specdec_lib.analysis.hypothesis import distribution_test
-from specdec_lib.analysis.trees import exact_first_token, sampled_first_tokens, sibling_draws
 from specdec_lib.engine import tree as tree_module
 from specdec_lib.engine.model import Layout
 from specdec_lib.engine.sampling import process_logits
@@ -34,6 +33,11 @@ from specdec_lib.engine.tree_decode import (
     tree_speculative_generate,
 )
 from specdec_lib.experiments.mutants import CORRECT
+from specdec_lib.experiments.sibling_draws import (
+    exact_first_token,
+    sampled_first_tokens,
+    sibling_draws,
+)
 from specdec_lib.experiments.tree_mutants import TREE_MUTANTS, TinyTreeSetup, tree_end_to_end_test
 
 V = 40

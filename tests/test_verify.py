@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from specdec_lib import SamplingParams, accept_greedy, accept_sampled, accept_sampled_biased
-from specdec_lib.analysis.exact import exact_first_token_distribution
+from specdec_lib.analysis.exact_distributions import exact_first_token_distribution
 from specdec_lib.engine.drafters import one_hot_probs
 from specdec_lib.engine.verify import target_distribution
 

@@ -2,9 +2,10 @@
 
 * Theory: :mod:`.theory` (the textbook model and the cost-aware policy), :mod:`.ceiling`
   (the most tokens per pass a run can reach).
-* Is the output right? :mod:`.exact` (exact output distributions, by :mod:`.enumeration`
-  of a rule's random draws), :mod:`.hypothesis` (seeded samples and the chi-square test),
-  :mod:`.power` (how many samples that test needs).
+* Is the output right? :mod:`.exact_distributions` (exact output distributions, by
+  :mod:`.enumeration` of a rule's random draws), :mod:`.greedy_replay` (greedy
+  speculation's counts, replayed from what it writes), :mod:`.hypothesis` (seeded
+  samples and the chi-square test), :mod:`.power` (how many samples that test needs).
 * How fast, and why: :mod:`.timing` (the one timing loop), :mod:`.intervals` (bootstrap
   intervals over prompts and repeats), :mod:`.costs` (the cost model),
   :mod:`.predictions` (runs predicted from measured costs), :mod:`.pass_profile` and

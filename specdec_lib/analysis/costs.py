@@ -31,14 +31,17 @@ Timed by :mod:`specdec_lib.analysis.timing`; used by :mod:`specdec_lib.analysis.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import itertools
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from specdec_lib.analysis.timing import Timing, decode_step, time_passes, time_ratio
 from specdec_lib.engine.generate import SpeculationStats
 from specdec_lib.engine.model import ModelConfig, TinyGPT
+from specdec_lib.engine.server import Step
 
 
 def weight_bytes(model: TinyGPT) -> int:
@@ -400,3 +403,109 @@ def fit_batch_pass_cost(timings: Mapping[tuple[int, int], Timing]) -> BatchPassF
     w = (1 / y).unsqueeze(1)
     coef = torch.linalg.lstsq(x * w, (y * w.squeeze(1)).unsqueeze(1)).solution.squeeze(1)
     return BatchPassFit(*(float(c) for c in coef))
+
+
+@dataclass(frozen=True)
+class StepCostFit:
+    """Seconds of a server step, from the steps of measured runs (chapter 10b).
+
+    A decoding round of B rows that asked each row for up to k drafted tokens costs the
+    median measured step at that k and batch, interpolated between batches and between k;
+    a prefill costs ``prefill_fixed + prefill_per_token * B * W`` (W the longest prompt). A
+    round is charged by what it asked, not by what the drafter happened to propose: asking
+    costs a lookup and a verification per row even when nothing is proposed, and the padded
+    pass is as wide as the longest proposal. Like vLLM's dynamic speculation, it reads
+    profiled step times rather than a model of the hardware (``fit_step_costs`` in
+    ``benchmarks/measures.py`` makes one from a server's measured steps). It is the
+    pass-cost model the goodput policy plans with (:meth:`predict`) and the clock of the
+    simulator (:meth:`seconds`).
+
+    ``points[i]`` are ``(batch, seconds)`` pairs for rounds that asked up to ``ks[i]``
+    drafted tokens: the median step of each batch bin at the bin's median batch."""
+
+    ks: tuple[int, ...]
+    points: tuple[tuple[tuple[float, float], ...], ...]
+    prefill_fixed: float
+    prefill_per_token: float
+
+    def predict(self, batch: int, k: int) -> float:
+        """A decoding round of ``batch`` rows asked for up to ``k`` drafted tokens each:
+        interpolated in the batch between profiled points (extended past the ends along the
+        nearest two), never less than a smaller k costs at that batch (asking for more
+        never costs less), and interpolated between the profiled k. Remembered: a server's
+        policy asks this every round, and its time is the server's time."""
+        return _round_seconds(self, batch, k)
+
+    def seconds(self, step: Step) -> float:
+        """What ``step`` costs by this model (the simulator's clock)."""
+        if step.kind == "prefill":
+            return self.prefill_fixed + self.prefill_per_token * step.batch * step.width
+        return self.predict(step.batch, step.asked)
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, stored: dict) -> StepCostFit:
+        """The fit a results file stored with :meth:`to_dict` (JSON turned tuples to lists)."""
+        points = tuple(tuple(tuple(p) for p in row) for row in stored["points"])
+        return cls(
+            tuple(stored["ks"]), points, stored["prefill_fixed"], stored["prefill_per_token"]
+        )
+
+
+@functools.cache
+def _round_seconds(fit: StepCostFit, batch: int, k: int) -> float:
+    at = list(itertools.accumulate((_along(p, batch) for p in fit.points), max))
+    i = min(max(bisect.bisect_left(fit.ks, k) - 1, 0), len(at) - 2)
+    k0, k1 = fit.ks[i], fit.ks[i + 1]
+    return at[i] + (at[i + 1] - at[i]) * (k - k0) / (k1 - k0)
+
+
+def _along(points: Sequence[tuple[float, float]], batch: float) -> float:
+    """Piecewise-linear through ``points`` (sorted by batch), extended past either end along
+    its nearest two points (a single point is flat)."""
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    if len(xs) == 1:
+        return ys[0]
+    i = min(max(bisect.bisect_left(xs, batch) - 1, 0), len(xs) - 2)
+    return ys[i] + (ys[i + 1] - ys[i]) * (batch - xs[i]) / (xs[i + 1] - xs[i])
+
+
+@dataclass(frozen=True)
+class RooflineStepCost:
+    """A step's time on an accelerator by the roofline: the larger of the bytes it reads
+    over memory bandwidth and the arithmetic it does over peak throughput. A model, not a
+    measurement: it stands in for a GPU the course cannot run.
+
+    A decoding round of B rows asked for k drafted tokens reads the weights once and each
+    row's ``context`` cached tokens, and does about 2 x ``params`` operations for each of
+    its B (1 + k) positions; a prefill of B prompts W tokens wide does 2 x ``params`` per
+    token. The defaults are Llama 3 8B (32 layers, 8 key/value heads of 128: 128 KiB of
+    cache a token; Meta's model card) in 16-bit numbers on an A100 80 GB (2.0 TB/s, 312
+    TFLOP/s at 16 bits; NVIDIA's datasheet), at peak: real kernels reach less of both, which moves
+    the crossing but not the shape.
+    """
+
+    params: float = 8.0e9
+    weight_bytes: float = 16.0e9
+    kv_bytes_per_token: float = 2 * 32 * 8 * 128 * 2
+    bandwidth: float = 2.0e12
+    flops: float = 312e12
+    context: int = 512
+    memory: float = 80e9
+
+    def max_batch(self) -> int:
+        """The most requests whose caches fit beside the weights in ``memory``."""
+        return int((self.memory - self.weight_bytes) // (self.context * self.kv_bytes_per_token))
+
+    def predict(self, batch: int, k: int) -> float:
+        memory = self.weight_bytes + batch * self.context * self.kv_bytes_per_token
+        compute = 2 * self.params * batch * (1 + k)
+        return max(memory / self.bandwidth, compute / self.flops)
+
+    def seconds(self, step: Step) -> float:
+        if step.kind == "prefill":
+            compute = 2 * self.params * step.batch * step.width
+            return max(self.weight_bytes / self.bandwidth, compute / self.flops)
+        return self.predict(step.batch, step.asked)

@@ -1,10 +1,10 @@
 """Sampled output distributions of a verification rule, and the tests on them.
 
 A correctness claim about speculative *sampling* is a claim about a distribution.
-:mod:`specdec_lib.analysis.exact` computes it exactly, by enumerating the real function's
-random draws; this module checks the function the way a user meets it, by seeded
-sampling, compared with the target by a z-score on one token or a chi-square over the
-whole vocabulary. It can fail, which is the point: the same test must pass the correct
+:mod:`specdec_lib.analysis.exact_distributions` computes it exactly, by enumerating the
+real function's random draws; this module checks the function the way a user meets it,
+by seeded sampling, compared with the target by a z-score on one token or a chi-square
+over the whole vocabulary. It can fail, which is the point: the same test must pass the correct
 rule and fail the biased one (:func:`error_rates`), at the rates it claims.
 
 One convention everywhere, the graders included: cells expected fewer than
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from specdec_lib.analysis.exact import Rule
+from specdec_lib.analysis.exact_distributions import Rule
 from specdec_lib.checks import check_int
 from specdec_lib.engine.sampling import SamplingParams, process_logits
 from specdec_lib.engine.verify import accept_sampled, accept_sampled_biased

@@ -15,6 +15,8 @@ repeats too (:func:`blocks_of`), since the machine drifts while a run lasts.
 * :func:`tokens_per_pass_estimate`, :func:`acceptance_estimate`,
   :func:`paired_tokens_per_pass_difference`, :func:`position_acceptance`: counts of
   speculation (:class:`~specdec_lib.engine.generate.SpeculationStats`), per prompt.
+* :func:`stream_ratio`: one server configuration's latency against another's, over a few
+  independent request streams (a t-interval, not a bootstrap: the streams are few).
 
 Whether a second run agrees is :mod:`specdec_lib.analysis.replication`'s question.
 """
@@ -26,6 +28,8 @@ import random
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from specdec_lib.engine.generate import SpeculationStats
 
@@ -238,3 +242,30 @@ def position_acceptance(per_prompt: Sequence[SpeculationStats], seed: int = 0) -
         boot = [r for r in (rate(d) for d in draws) if not math.isnan(r)]
         out.append(_percentile_estimate(rate(range(len(per_prompt))), boot))
     return out
+
+
+def stream_ratio(
+    base: Sequence[tuple[float, int]], other: Sequence[tuple[float, int]]
+) -> dict[str, float]:
+    """How many times faster ``other`` served than ``base``, over independent streams, each
+    given as (summed latency, requests), the same streams in both: the geometric mean of
+    the streams' ratios of mean latency, with a 95% t-interval (n - 1 degrees of freedom)
+    on their logarithms. A stream's requests share one schedule and are not independent,
+    so the streams are the units; with as few as four of them a bootstrap over streams
+    gives intervals too narrow, and the t-interval's wider ones are the honest price.
+    Above 1: ``other`` is faster."""
+    from scipy.stats import t
+
+    if len(base) != len(other) or len(base) < 2:
+        raise ValueError(
+            f"base and other must hold the same 2 or more streams, got {len(base)}, {len(other)}"
+        )
+    logs = np.log([(b[0] / b[1]) / (o[0] / o[1]) for b, o in zip(base, other, strict=True)])
+    mean, n = float(logs.mean()), len(logs)
+    half = float(t.ppf(0.975, n - 1) * logs.std(ddof=1) / np.sqrt(n))
+    return {
+        "ratio": float(np.exp(mean)),
+        "low": float(np.exp(mean - half)),
+        "high": float(np.exp(mean + half)),
+        "streams": n,
+    }

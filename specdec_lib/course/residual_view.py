@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from specdec_lib.analysis.exact import residual_decomposition
+from specdec_lib.analysis.exact_distributions import residual_decomposition
 from specdec_lib.checks import check_real
 from specdec_lib.course.plotting import COLORS, INK
 from specdec_lib.course.widgets import linked_stack, widget_png

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from specdec_lib.analysis.enumeration import enumerate_outcomes
-from specdec_lib.analysis.exact import exact_output_distribution, exact_round_outcomes
+from specdec_lib.analysis.exact_distributions import exact_output_distribution, exact_round_outcomes
 from specdec_lib.analysis.hypothesis import ALPHA, distribution_test, first_tokens
 from specdec_lib.checks import check_int
 from specdec_lib.engine import verify

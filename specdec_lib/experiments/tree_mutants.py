@@ -28,7 +28,6 @@ import numpy as np
 import torch
 
 from specdec_lib.analysis.hypothesis import distribution_test
-from specdec_lib.analysis.trees import exact_first_token, sibling_draws
 from specdec_lib.checks import check_int
 from specdec_lib.engine import tree as tree_module
 from specdec_lib.engine import tree_decode
@@ -45,6 +44,7 @@ from specdec_lib.engine.tree import (
 )
 from specdec_lib.engine.weights import load_model
 from specdec_lib.experiments.mutants import Mutant, rebind
+from specdec_lib.experiments.sibling_draws import exact_first_token, sibling_draws
 from specdec_lib.text.language import workload_prompts
 from specdec_lib.text.tokenizer import Tokenizer
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from specdec_lib.analysis.exact import (
+from specdec_lib.analysis.exact_distributions import (
     exact_first_token_distribution,
     residual_decomposition,
 )

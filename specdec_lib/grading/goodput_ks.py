@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from specdec_lib.analysis.goodput import GoodputK, goodput_ks
-from specdec_lib.analysis.serving import RooflineStepCost, StepCostFit
+from specdec_lib.analysis.costs import RooflineStepCost, StepCostFit
+from specdec_lib.experiments.goodput_policy import GoodputK, goodput_ks
 
 from .answers import ExactCheck
 from .mistakes import register

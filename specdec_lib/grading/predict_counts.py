@@ -27,7 +27,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from specdec_lib.analysis.replay import common_prefix, replay_greedy
+from specdec_lib.analysis.greedy_replay import common_prefix, replay_greedy
 from specdec_lib.engine.drafters import NgramDrafter
 from specdec_lib.text.language import WORKLOADS, workload_examples
 

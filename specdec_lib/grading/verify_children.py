@@ -25,10 +25,10 @@ from typing import Any
 import torch
 
 from specdec_lib.analysis.enumeration import enumerate_outcomes
-from specdec_lib.analysis.trees import sibling_draws
 from specdec_lib.engine.sampling import SamplingParams, sample
 from specdec_lib.engine.tree import TokenTree, draw_child, remaining, walk_sampled
 from specdec_lib.engine.verify import residual_distribution
+from specdec_lib.experiments.sibling_draws import sibling_draws
 
 from .mistakes import register
 from .report import Diagnosis as D

@@ -1,5 +1,5 @@
-"""Several drafts at one node, for chapter 12: the root's children drawn without
-replacement from the drafter's q, and what a tree walk then emits.
+"""Chapter 12's sampled-tree experiment: several drafts at one node, the root's children
+drawn without replacement from the drafter's q, and what a tree walk then emits.
 
 :func:`sibling_draws` enumerates every ordered draw of m children with its probability
 (each child's row recorded as what it was drawn from, or, as the with-replacement rule
@@ -20,8 +20,7 @@ import torch
 from specdec_lib.analysis.enumeration import enumerate_outcomes
 from specdec_lib.checks import check_int
 from specdec_lib.engine.sampling import SamplingParams
-from specdec_lib.engine.tree import TokenTree, remaining
-from specdec_lib.engine.tree_decode import Walk
+from specdec_lib.engine.tree import TokenTree, Walk, remaining
 
 _RECORDED = ("drawn", "parent")
 

@@ -1,11 +1,12 @@
-"""The goodput policy: each round, the draft lengths that maximise expected tokens per second.
+"""Chapter 10b's goodput policy: each round, the draft lengths that maximise expected tokens
+per second.
 
 SmartSpec (Liu et al. 2024, later TurboSpec) defines goodput as the tokens a server actually
 generates per second, and picks the amount of speculation, down to none, that maximises
 it, from the load and measured acceptance; vLLM V1's dynamic speculation picks one k per
 batch size the same way, from profiled step times. :class:`GoodputK` does it each round
 from each running request's own acceptance (:func:`row_acceptance`) and a pass-cost model
-(:class:`~specdec_lib.analysis.serving.StepCostFit`), for :func:`~specdec_lib.engine.server.serve`.
+(:class:`~specdec_lib.analysis.costs.StepCostFit`), for :func:`~specdec_lib.engine.server.serve`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from specdec_lib.engine.generate import Row
 
 class PassCost(Protocol):
     """Seconds of a decoding round of ``batch`` rows asked for up to ``k`` drafted tokens
-    each (:class:`~specdec_lib.analysis.serving.StepCostFit`)."""
+    each (:class:`~specdec_lib.analysis.costs.StepCostFit`)."""
 
     def predict(self, batch: int, k: int) -> float: ...
 
