@@ -330,11 +330,11 @@ def speculate(
     ``k`` is only the first round's draft length. ``use_kv_cache=False`` re-runs the target
     over the whole context each round (chains only). ``walk``, if given, verifies every
     proposal in place of the engine's rules (pass a wrong one to test it); a tree may hold
-    up to ``max_nodes`` nodes (``None``: any number). The cache holds
-    every request from the start, so a request that finishes early rides along until the
-    slowest is done (:mod:`.server` lets it leave): after the longest prompt and
-    ``max_tokens``, the window must have room for a padded round's drafts (more than one
-    request) and for ``max_nodes``: a tree is written past the tokens it may keep.
+    up to ``max_nodes`` nodes (``None``: any number). The cache holds every request from
+    the start, so a request that finishes early rides along until the slowest is done
+    (:mod:`.server` lets it leave): after the longest prompt and ``max_tokens``, the window
+    must have room for a padded round's drafts (more than one request) and for
+    ``max_nodes``: a tree is written past the tokens it may keep.
     """
     k = check_k(k, adaptive_k)
     k_max = k if adaptive_k is None else adaptive_k.max_k

@@ -21,14 +21,7 @@ from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter
 from specdec_lib.engine.generate import speculate
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
-from specdec_lib.engine.tree import (
-    GrowingTree,
-    TokenTree,
-    TreeShape,
-    Walk,  # noqa: F401 (analysis.trees imports it from here)
-    is_chain,
-    tree_layout,
-)
+from specdec_lib.engine.tree import GrowingTree, TokenTree, TreeShape, is_chain, tree_layout
 
 
 class TreeDrafter:
