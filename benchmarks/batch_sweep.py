@@ -36,6 +36,7 @@ from __future__ import annotations
 import statistics
 
 import torch
+from run_summaries import paired_rerun_interval
 
 from specdec_lib import (
     NgramDrafter,
@@ -45,7 +46,7 @@ from specdec_lib import (
     load_model,
     workload_prompts,
 )
-from specdec_lib.analysis.intervals import paired_rerun_interval, paired_speedup
+from specdec_lib.analysis.intervals import paired_speedup
 from specdec_lib.analysis.replication import crossover
 from specdec_lib.analysis.timing import interleaved
 from specdec_lib.engine.batched import generate_batch, speculative_generate_batch

@@ -10,12 +10,12 @@ Works on the results of ``wall_clock.py``, ``batch_sweep.py`` and ``smollm2_work
 (the last has speed-up intervals to pair, and no verdict beyond them). It prints, in order:
 
 * every paired interval both runs hold
-  (:func:`~specdec_lib.analysis.replication.paired_intervals`: each method or batch size
+  (:func:`run_summaries.paired_intervals`: each method or batch size
   against plain decoding and, from ``wall_clock.py``, each fixed k against the best, each
   adaptive policy's share of the best, the n-gram drafter against the draft model), and
   whether each run's 95% interval holds the other run's value;
 * coverage: how often that happened each way; how often each run's stored rerun interval
-  (``rerun_low``/``rerun_high``, :func:`~specdec_lib.analysis.intervals.paired_rerun_interval`)
+  (``rerun_low``/``rerun_high``, :func:`run_summaries.paired_rerun_interval`)
   holds the other's value; how often a rerun interval built from one run's paired interval
   (:func:`~specdec_lib.analysis.replication.rerun_interval` with no run-to-run
   term: its own error counted for both runs) holds the other's value; and the run-to-run
@@ -44,13 +44,13 @@ import json
 import sys
 from pathlib import Path
 
+from run_summaries import paired_intervals, rerun_coverage
+
 from specdec_lib.analysis.crossover import agree_crossovers, estimate_crossover
 from specdec_lib.analysis.replication import (
     cross_containment,
     crossover,
     next_run_coverage,
-    paired_intervals,
-    rerun_coverage,
     rerun_interval,
     verdicts,
 )

@@ -24,7 +24,7 @@ as fast the course ran as transformers (transformers' time / the course's), plai
 plain and speculative against prompt lookup, per workload and over both, each with its
 paired bootstrap 95% interval (:func:`~specdec_lib.analysis.intervals.paired_speedup`,
 prompts and ``--blocks`` blocks of rounds resampled) and the interval a rerun should land
-in (:func:`~specdec_lib.analysis.intervals.paired_rerun_interval`). Every wall and CPU time
+in (:func:`run_summaries.paired_rerun_interval`). Every wall and CPU time
 per repeat is stored (``times``, ``cpu_times``: job -> prompt -> repeats, prompts in the
 order of ``prompts``), with the machine, code and load
 (:mod:`~specdec_lib.analysis.provenance`); ``--strict`` refuses to write from a busy
@@ -37,9 +37,10 @@ import statistics
 import tempfile
 
 import transformers
+from run_summaries import paired_rerun_interval
 
 from specdec_lib import Tokenizer, load_model, workload_prompts
-from specdec_lib.analysis.intervals import paired_rerun_interval, paired_speedup
+from specdec_lib.analysis.intervals import paired_speedup
 from specdec_lib.analysis.timing import interleaved
 from specdec_lib.experiments.hf_compare import ForwardCounter, export_hf, load_hf
 from specdec_lib.experiments.hf_profile import JOBS, side_by_side_jobs

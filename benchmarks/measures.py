@@ -5,9 +5,16 @@ A benchmark script imports these as it imports :mod:`harness` (this folder is on
 ``sys.path`` when a script runs, and the tests put it there in ``tests/conftest.py``).
 The library keeps what a chapter calls; a function only the benchmarks call lives here.
 
+* Costs (``wall_clock.py``): :func:`measure_unit_costs`, the seconds of every operation a
+  request is made of (:class:`~specdec_lib.analysis.costs.UnitCosts`).
 * Serving (``serve_sweep.py``, ``serve_roofline.py``): :func:`summarize`, what a server
   run measured; :func:`fit_step_costs`, the step-cost model
   (:class:`~specdec_lib.analysis.costs.StepCostFit`) from measured steps.
+* What a draft model predicts of novel text (``novel_workload.py``): its token-by-token
+  agreement with the target's continuation (:func:`draft_agreement`), and greedy
+  speculation's rounds replayed over it (:func:`greedy_round_openings`,
+  :func:`replay_position_counts`), to show the acceptance per draft position is nothing
+  more.
 """
 
 from __future__ import annotations
@@ -16,9 +23,97 @@ import statistics
 from collections.abc import Sequence
 
 import numpy as np
+import torch
 
-from specdec_lib.analysis.costs import StepCostFit
+from specdec_lib.analysis.costs import StepCostFit, UnitCosts, fit_pass_cost
+from specdec_lib.analysis.timing import interleaved, time_inside, time_passes
+from specdec_lib.checks import check_int
+from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter
+from specdec_lib.engine.generate import SpeculationStats, generate, speculative_generate
+from specdec_lib.engine.model import TinyGPT
+from specdec_lib.engine.sampling import SamplingParams
 from specdec_lib.engine.server import ServeRun, Step
+
+
+def measure_unit_costs(
+    target: TinyGPT,
+    draft: TinyGPT,
+    prompts: Sequence[Sequence[int]],
+    tokens: int,
+    repeats: int = 31,
+    max_k: int = 16,
+) -> tuple[UnitCosts, dict[str, float]]:
+    """The :class:`UnitCosts` of decoding ``tokens`` after ``prompts`` (at least two), and
+    two figures to record beside them (the pass's cache length, an isolated one-position
+    pass).
+
+    Passes over 1 to ``max_k`` + 1 positions, prefills and an n-gram lookup are timed by
+    :func:`~specdec_lib.analysis.timing.interleaved`, ``repeats`` times. The host's time
+    outside any pass, and one-position passes of both models, are timed inside real
+    requests (plain, and speculative at k = 4 with each drafter; five repeats of every
+    prompt, by the same loop) with forward hooks: inside the decoding loop a one-position
+    pass runs faster than the line through 1..17 positions says (matrix-vector products,
+    warm caches).
+    """
+    if len(prompts) < 2 or tokens < 2:
+        raise ValueError(f"prompts must hold >= 2 prompts and tokens be >= 2, got {tokens}")
+    prompts = [list(p) for p in prompts]
+    context = int(statistics.median(len(p) for p in prompts)) + tokens // 2
+    passes = time_passes(target, range(1, max_k + 2), context, repeats=repeats)
+    lookup_context = prompts[0] + prompts[1][: tokens // 2]
+    params = SamplingParams(max_tokens=tokens)
+    lengths = sorted({len(p) + m for p in prompts for m in (0, 1, 2, 4, 8, 16)})
+
+    @torch.inference_mode()
+    def prefill(n: int) -> None:
+        target(torch.tensor([lookup_context[:1] * n]), target.new_cache(1))
+
+    jobs: dict = {n: (lambda n=n: prefill(n)) for n in lengths}
+    jobs["lookup"] = lambda: NgramDrafter().propose(lookup_context, 8, params)
+    timed = {
+        key: statistics.median(t.wall) for key, t in interleaved(jobs, repeats, warmup=2).items()
+    }
+    seen: dict[str, list[tuple[float, float, SpeculationStats, list]]] = {}
+
+    def watched(kind: str, ids: list[int]):
+        """A job: one request of ``kind``, timed inside by forward hooks, recorded in seen."""
+        models = [draft, target] if kind == "draft" else [target]
+
+        def job() -> None:
+            s, calls = SpeculationStats(), []
+
+            def request() -> object:
+                if kind == "plain":
+                    return generate(target, ids, params)
+                drafter = NgramDrafter() if kind == "ngram" else DraftModelDrafter(draft)
+                return speculative_generate(target, drafter, ids, params, k=4, stats=s)
+
+            seen.setdefault(kind, []).append((*time_inside(models, request, calls), s, calls))
+
+        return job
+
+    kinds = ("plain", "ngram", "draft")
+    interleaved({(k, i): watched(k, p) for k in kinds for i, p in enumerate(prompts)}, 5, warmup=0)
+    parts = {"step": [(w - i) / tokens for w, i, _, _ in seen["plain"]]}
+    parts["one"] = [t for *_, calls in seen["plain"] for n, t in calls if n == 1]
+    parts["round"] = [(w - i) / s.rounds - timed["lookup"] for w, i, s, _ in seen["ngram"]]
+    host_round = statistics.median(parts["round"])  # the lookup taken out above
+    parts["drafted"] = [
+        (w - i - s.rounds * host_round) / s.draft_passes for w, i, s, _ in seen["draft"]
+    ]
+    parts["draft_one"] = [t for *_, calls in seen["draft"] for n, t in calls if n == 1]
+    med = {key: statistics.median(v) for key, v in parts.items()}
+    costs = UnitCosts(
+        pass_fit=fit_pass_cost(passes),
+        draft_pass=med["draft_one"],
+        lookup=timed["lookup"],
+        prefill={n: timed[n] for n in lengths},
+        host_step=med["step"],
+        host_round=med["round"],
+        host_draft_step=med["drafted"],
+        single_pass=med["one"],
+    )
+    return costs, {"context": context, "target_pass_isolated_s": passes[1].median}
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -94,3 +189,67 @@ def fit_step_costs(steps: Sequence[Step], min_steps: int = 5) -> StepCostFit:
         [[1, s.batch * s.width] for s in prefills], [s.seconds for s in prefills]
     )
     return StepCostFit(tuple(points), tuple(points.values()), *prefill)
+
+
+@torch.inference_mode()
+def draft_agreement(
+    draft: TinyGPT, prompt: Sequence[int], continuation: Sequence[int]
+) -> list[bool]:
+    """For each token of a greedy continuation: is it the draft's argmax after the true prefix?
+
+    One teacher-forced pass of the draft over prompt + continuation. Nothing here
+    depends on a draft length k: it is what the draft model *predicts*, token by token.
+    """
+    if not prompt or not continuation:
+        raise ValueError("prompt and continuation must both hold at least one token")
+    ids = torch.tensor([list(prompt) + list(continuation)])
+    if ids.shape[1] > draft.config.block_size:
+        raise ValueError(
+            f"prompt + continuation must fit the draft's context of {draft.config.block_size} "
+            f"tokens, got {ids.shape[1]}"
+        )
+    rows = draft(ids)[0, len(prompt) - 1 : -1]
+    return (rows.argmax(-1) == torch.tensor(list(continuation))).tolist()
+
+
+def greedy_round_openings(agreement: Sequence[bool], k: int) -> list[tuple[int, int]]:
+    """The rounds greedy speculation at draft length ``k`` plays over a continuation.
+
+    Each round is (index of its first drafted token, tokens drafted). The draft's
+    j-th token is accepted exactly when the draft's argmax after the true prefix is
+    the target's token (``agreement``) and every earlier one was; the round then emits
+    the accepted tokens plus one from the target, and never drafts past the end.
+    """
+    check_int("k", k)
+    rounds = []
+    t, n = 0, len(agreement)
+    while t < n:
+        m = min(k, n - t - 1)
+        accepted = 0
+        while accepted < m and agreement[t + accepted]:
+            accepted += 1
+        if m:
+            rounds.append((t, m))
+        t += accepted + 1
+    return rounds
+
+
+def replay_position_counts(agreement: Sequence[bool], k: int) -> tuple[list[int], list[int]]:
+    """(proposed, accepted) per draft position, as ``SpeculationStats`` counts them, from agreement.
+
+    If greedy speculation with a draft model gives these counts exactly, every
+    acceptance it measured is the draft's token-by-token prediction of the text;
+    the round length only decides which tokens open a round.
+    """
+    proposed, accepted = [0] * k, [0] * k
+    for start, m in greedy_round_openings(agreement, k):
+        run = 0
+        while run < m and agreement[start + run]:
+            run += 1
+        for i in range(m):
+            proposed[i] += 1
+            accepted[i] += int(i < run)
+    while proposed and not proposed[-1]:
+        proposed.pop()
+        accepted.pop()
+    return proposed, accepted

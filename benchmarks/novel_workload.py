@@ -30,6 +30,7 @@ from __future__ import annotations
 import statistics
 
 import torch
+from measures import draft_agreement, greedy_round_openings, replay_position_counts
 from tqdm.auto import tqdm
 
 from specdec_lib import (
@@ -45,9 +46,6 @@ from specdec_lib import (
 from specdec_lib.analysis.intervals import paired_tokens_per_pass_difference, position_acceptance
 from specdec_lib.analysis.novelty import (
     distinct_ngram_share,
-    draft_agreement,
-    greedy_round_openings,
-    replay_position_counts,
     stays_in_document,
     unique_opening_share,
 )

@@ -19,8 +19,8 @@ spread over the run. Every comparison is a paired interval
 rounds resampled): each method against plain (rows), each fixed k and adaptive policy
 against the best fixed k (``summary``), the n-gram drafter's best against the draft
 model's (``ngram_over_draft``); each row's ``rerun_low``/``rerun_high`` is where a rerun
-should land (:func:`~specdec_lib.analysis.intervals.paired_rerun_interval`). The unit costs
-(:func:`~specdec_lib.analysis.predictions.measure_unit_costs`, ``unit_costs``) predict each row
+should land (:func:`run_summaries.paired_rerun_interval`). The unit costs
+(:func:`measures.measure_unit_costs`, ``unit_costs``) predict each row
 from its round logs. Every timing (``times``: scenario -> method -> prompt -> repeats) and
 round log (``request_logs``) is stored; ``--counts-only`` writes the fixed-k and +2/-1
 round logs to wall_clock_counts.json.
@@ -32,12 +32,13 @@ import statistics
 from dataclasses import dataclass
 
 import torch
+from measures import measure_unit_costs
+from run_summaries import best_fixed_k, drafter_comparison, paired_rerun_interval
 
 from specdec_lib import DraftModelDrafter, NgramDrafter, Tokenizer, load_model, workload_prompts
 from specdec_lib.analysis.costs import UnitCosts
-from specdec_lib.analysis.intervals import paired_rerun_interval, paired_speedup
-from specdec_lib.analysis.predictions import measure_unit_costs, predicted_speedup, request_log
-from specdec_lib.analysis.replication import best_fixed_k, drafter_comparison
+from specdec_lib.analysis.intervals import paired_speedup
+from specdec_lib.analysis.predictions import predicted_speedup, request_log
 from specdec_lib.analysis.theory import CostAwareK, estimate_alpha, expected_speedup
 from specdec_lib.analysis.timing import interleaved
 from specdec_lib.engine.generate import AdaptiveK, SpeculationStats, generate, speculative_generate
@@ -175,7 +176,7 @@ def method_row(m: Method, w: str, times, costs: UnitCosts, prompts, args, counte
 
 def summarise(result: dict) -> dict:
     """Best fixed k per scenario and drafter, by paired intervals
-    (:func:`~specdec_lib.analysis.replication.best_fixed_k`), and the course's goals."""
+    (:func:`run_summaries.best_fixed_k`), and the course's goals."""
     out = best_fixed_k(result["rows"], result["times"], result["blocks"])
     k7 = [r for r in result["rows"] if r["method"] == "ngram k=7" and r["workload"] == "copy"]
     novel = [

@@ -7,6 +7,7 @@ sample from a seed of their own, so a retrained model that breaks one fails here
 
 import pytest
 import torch
+from measures import draft_agreement, greedy_round_openings, replay_position_counts
 
 from specdec_lib import (
     DraftModelDrafter,
@@ -20,9 +21,6 @@ from specdec_lib import (
 from specdec_lib.analysis.intervals import paired_tokens_per_pass_difference, position_acceptance
 from specdec_lib.analysis.novelty import (
     distinct_ngram_share,
-    draft_agreement,
-    greedy_round_openings,
-    replay_position_counts,
     stays_in_document,
     unique_opening_share,
 )

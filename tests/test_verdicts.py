@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from run_summaries import drafter_comparison, paired_intervals, rerun_coverage
 
 from specdec_lib.analysis.replication import (
     agreed_best_k,
@@ -22,11 +23,8 @@ from specdec_lib.analysis.replication import (
     between_run_variance,
     cross_containment,
     crossover,
-    drafter_comparison,
     next_run_coverage,
     next_run_interval,
-    paired_intervals,
-    rerun_coverage,
     rerun_interval,
     speedup_verdict,
     verdicts,

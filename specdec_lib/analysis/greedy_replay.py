@@ -9,7 +9,7 @@ correction, or the bonus after a full accept), which the next round's context th
 ``SpeculationStats`` that ``speculative_generate`` would return, every count and every
 round record equal: a prediction made before the run, which the run can refute.
 
-:func:`~specdec_lib.analysis.novelty.greedy_round_openings` replays rounds from a draft
+``greedy_round_openings`` (in ``benchmarks/measures.py``) replays rounds from a draft
 model's token-by-token agreement, which does not depend on where a round starts. A copying
 drafter's proposal does (it looks up the suffix of the context the round starts from), so
 here each round asks the drafter itself.

@@ -8,9 +8,9 @@ so a prompt that is easy for both moves both together. Timings resample blocks o
 repeats too (:func:`blocks_of`), since the machine drifts while a run lasts.
 
 * :class:`Estimate`: a value and its interval.
-* :func:`paired_speedup`, :func:`paired_rerun_interval`: two methods timed side by side
-  (:func:`~specdec_lib.analysis.timing.interleaved`); how many times faster one ran, and
-  where a rerun should land.
+* :func:`paired_speedup`: two methods timed side by side
+  (:func:`~specdec_lib.analysis.timing.interleaved`); how many times faster one ran
+  (:func:`median_speedup`, the statistic it resamples).
 * :func:`ratio_estimate`: a ratio of sums over prompts (a share of tokens, a rate).
 * :func:`tokens_per_pass_estimate`, :func:`acceptance_estimate`,
   :func:`paired_tokens_per_pass_difference`, :func:`position_acceptance`: counts of
@@ -89,10 +89,13 @@ def _repeats_of(base: Sequence[Sequence[float]], method: Sequence[Sequence[float
     return n_r
 
 
-def _speedup_over(
+def median_speedup(
     base: Sequence[Sequence[float]], method: Sequence[Sequence[float]]
 ) -> Callable[[Sequence[int], Sequence[int]], float]:
-    """total over ``prompts`` of each prompt's median over ``reps``, base / method."""
+    """What a paired speed-up measures, as a function of the prompts and repeats it counts:
+    the total over ``prompts`` of each prompt's median over ``reps``, base / method, for
+    two prompts x repeats tables of one shape."""
+    _repeats_of(base, method)
 
     def ratio(prompts: Sequence[int], reps: Sequence[int]) -> float:
         b = sum(statistics.median(base[p][r] for r in reps) for p in prompts)
@@ -123,7 +126,7 @@ def paired_speedup(
     """
     n_p, n_r = len(base), _repeats_of(base, method)
     groups = blocks_of(n_r, n_r if blocks is None else blocks)
-    ratio = _speedup_over(base, method)
+    ratio = median_speedup(base, method)
     rng = random.Random(seed)
     boot = []
     for _ in range(_RESAMPLES):
@@ -131,39 +134,6 @@ def paired_speedup(
         reps = [r for _ in groups for r in groups[rng.randrange(len(groups))]]
         boot.append(ratio(prompts, reps))
     return _percentile_estimate(ratio(range(n_p), range(n_r)), boot)
-
-
-def paired_rerun_interval(
-    base: Sequence[Sequence[float]], method: Sequence[Sequence[float]], blocks: int | None = None
-) -> Estimate:
-    """Where a rerun's :func:`paired_speedup` of the same prompts should fall, from this run.
-
-    Each block of repeats (:func:`blocks_of`; ``blocks=None``: every repeat its own block)
-    gives its own speed-up, total over prompts of each prompt's median in the block, base /
-    method. Blocks spread over the run sample the machine's state at different times; if a
-    rerun draws its blocks from the same states, this run's and the rerun's log speed-ups
-    each average ``n`` such draws, and their difference has standard deviation s·√(2/n),
-    s the blocks' standard deviation. The interval is this run's value times
-    exp(±t·s·√(2/n)), t the Student quantile with n − 1 degrees of freedom (few blocks
-    widen it, as they should). It holds a rerun's value at 95% only as far as the blocks'
-    spread represents the spread between runs; compare two runs to find out
-    (:mod:`specdec_lib.analysis.replication`).
-    """
-    from scipy.stats import t as student  # only the benchmarks need it
-
-    n_r = _repeats_of(base, method)
-    groups = blocks_of(n_r, n_r if blocks is None else blocks)
-    if len(groups) < 2:
-        raise ValueError(f"blocks must be >= 2 to measure a spread between blocks, got {blocks}")
-    ratio = _speedup_over(base, method)
-
-    def log_ratio(reps: Sequence[int]) -> float:
-        return math.log(ratio(range(len(base)), reps))
-
-    centre, n = log_ratio(range(n_r)), len(groups)
-    half = student.ppf(0.975, n - 1) * statistics.stdev(map(log_ratio, groups))
-    half *= math.sqrt(2 / n)
-    return Estimate(math.exp(centre), math.exp(centre - half), math.exp(centre + half))
 
 
 def ratio_estimate(

@@ -1,16 +1,13 @@
-"""What the target *writes* on a workload, and how much of it the draft model predicts.
+"""What the target *writes* on a workload.
 
 A workload is named by what the target's continuation is, not by what its prompt says.
 "Novel" means the continuation is fresh text in the same document: no line break or
 document token (the note goes on), few repeated token 4-grams (no loop), and openings
 that differ from prompt to prompt (the argmax moves with the text). These measures
 are what ``benchmarks/novel_workload.py`` reports and the tests assert; the chapters
-quote them beside the acceptance figures they qualify.
-
-On such text a draft model's acceptance is its token-by-token prediction of the target's
-continuation (:func:`draft_agreement`); :func:`replay_position_counts` replays greedy
-speculation's rounds over that agreement, to show the acceptance per draft position is
-nothing more.
+quote them beside the acceptance figures they qualify. (How much of such text a draft
+model predicts, token by token, is ``benchmarks/novel_workload.py``'s own measurement,
+in ``benchmarks/measures.py``.)
 
 Between copy and novel, :func:`continued_tokens` marks the emitted tokens that continue
 a span of the context (what a drafter that copies could have guessed) and
@@ -24,10 +21,7 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import cache
 
-import torch
-
 from specdec_lib.checks import check_int
-from specdec_lib.engine.model import TinyGPT
 from specdec_lib.text.language import DOC, LEXICON, Example, sentences, word_forms
 from specdec_lib.text.tokenizer import Tokenizer
 
@@ -188,67 +182,3 @@ def span_lengths(flags: Sequence[bool]) -> list[int]:
             runs.append(current)
             current = 0
     return runs + [current] if current else runs
-
-
-@torch.inference_mode()
-def draft_agreement(
-    draft: TinyGPT, prompt: Sequence[int], continuation: Sequence[int]
-) -> list[bool]:
-    """For each token of a greedy continuation: is it the draft's argmax after the true prefix?
-
-    One teacher-forced pass of the draft over prompt + continuation. Nothing here
-    depends on a draft length k: it is what the draft model *predicts*, token by token.
-    """
-    if not prompt or not continuation:
-        raise ValueError("prompt and continuation must both hold at least one token")
-    ids = torch.tensor([list(prompt) + list(continuation)])
-    if ids.shape[1] > draft.config.block_size:
-        raise ValueError(
-            f"prompt + continuation must fit the draft's context of {draft.config.block_size} "
-            f"tokens, got {ids.shape[1]}"
-        )
-    rows = draft(ids)[0, len(prompt) - 1 : -1]
-    return (rows.argmax(-1) == torch.tensor(list(continuation))).tolist()
-
-
-def greedy_round_openings(agreement: Sequence[bool], k: int) -> list[tuple[int, int]]:
-    """The rounds greedy speculation at draft length ``k`` plays over a continuation.
-
-    Each round is (index of its first drafted token, tokens drafted). The draft's
-    j-th token is accepted exactly when the draft's argmax after the true prefix is
-    the target's token (``agreement``) and every earlier one was; the round then emits
-    the accepted tokens plus one from the target, and never drafts past the end.
-    """
-    check_int("k", k)
-    rounds = []
-    t, n = 0, len(agreement)
-    while t < n:
-        m = min(k, n - t - 1)
-        accepted = 0
-        while accepted < m and agreement[t + accepted]:
-            accepted += 1
-        if m:
-            rounds.append((t, m))
-        t += accepted + 1
-    return rounds
-
-
-def replay_position_counts(agreement: Sequence[bool], k: int) -> tuple[list[int], list[int]]:
-    """(proposed, accepted) per draft position, as ``SpeculationStats`` counts them, from agreement.
-
-    If greedy speculation with a draft model gives these counts exactly, every
-    acceptance it measured is the draft's token-by-token prediction of the text;
-    the round length only decides which tokens open a round.
-    """
-    proposed, accepted = [0] * k, [0] * k
-    for start, m in greedy_round_openings(agreement, k):
-        run = 0
-        while run < m and agreement[start + run]:
-            run += 1
-        for i in range(m):
-            proposed[i] += 1
-            accepted[i] += int(i < run)
-    while proposed and not proposed[-1]:
-        proposed.pop()
-        accepted.pop()
-    return proposed, accepted

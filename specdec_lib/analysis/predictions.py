@@ -2,114 +2,29 @@
 
 :class:`~specdec_lib.analysis.costs.UnitCosts` prices each operation a request is made of
 (a pass over T positions, a draft pass, a lookup, the host's work per step and per round).
-Here those prices are measured (:func:`measure_unit_costs`), recorded and read back
-(:func:`unit_costs_from_result`), and multiplied by the counts a run produced
-(:func:`request_log`, :func:`request_logs`, :func:`predicted_speedup`). A prediction is
+Here those prices, measured by ``benchmarks/wall_clock.py`` (``measure_unit_costs`` in
+``benchmarks/measures.py``), are read back (:func:`unit_costs_from_result`), and
+multiplied by the counts a run produced (:func:`request_log`, :func:`request_logs`,
+:func:`predicted_speedup`). A prediction is
 worth quoting only out of sample: :func:`predict_other_run` prices one run's round logs
 with the costs another run measured, beside the textbook formula with the same costs.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 
-import torch
-
-from specdec_lib.analysis.costs import PassCostFit, UnitCosts, fit_pass_cost
+from specdec_lib.analysis.costs import PassCostFit, UnitCosts
 from specdec_lib.analysis.theory import CostAwareK, expected_speedup
-from specdec_lib.analysis.timing import interleaved, time_inside, time_passes
-from specdec_lib.engine.drafters import Drafter, DraftModelDrafter, NgramDrafter
+from specdec_lib.engine.drafters import Drafter
 from specdec_lib.engine.generate import (
     AdaptiveK,
     RoundRecord,
     SpeculationStats,
-    generate,
     speculative_generate,
 )
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
-
-
-def measure_unit_costs(
-    target: TinyGPT,
-    draft: TinyGPT,
-    prompts: Sequence[Sequence[int]],
-    tokens: int,
-    repeats: int = 31,
-    max_k: int = 16,
-) -> tuple[UnitCosts, dict[str, float]]:
-    """The :class:`UnitCosts` of decoding ``tokens`` after ``prompts`` (at least two), and
-    two figures to record beside them (the pass's cache length, an isolated one-position
-    pass).
-
-    Passes over 1 to ``max_k`` + 1 positions, prefills and an n-gram lookup are timed by
-    :func:`~specdec_lib.analysis.timing.interleaved`, ``repeats`` times. The host's time
-    outside any pass, and one-position passes of both models, are timed inside real
-    requests (plain, and speculative at k = 4 with each drafter; five repeats of every
-    prompt, by the same loop) with forward hooks: inside the decoding loop a one-position
-    pass runs faster than the line through 1..17 positions says (matrix-vector products,
-    warm caches).
-    """
-    if len(prompts) < 2 or tokens < 2:
-        raise ValueError(f"prompts must hold >= 2 prompts and tokens be >= 2, got {tokens}")
-    prompts = [list(p) for p in prompts]
-    context = int(statistics.median(len(p) for p in prompts)) + tokens // 2
-    passes = time_passes(target, range(1, max_k + 2), context, repeats=repeats)
-    lookup_context = prompts[0] + prompts[1][: tokens // 2]
-    params = SamplingParams(max_tokens=tokens)
-    lengths = sorted({len(p) + m for p in prompts for m in (0, 1, 2, 4, 8, 16)})
-
-    @torch.inference_mode()
-    def prefill(n: int) -> None:
-        target(torch.tensor([lookup_context[:1] * n]), target.new_cache(1))
-
-    jobs: dict = {n: (lambda n=n: prefill(n)) for n in lengths}
-    jobs["lookup"] = lambda: NgramDrafter().propose(lookup_context, 8, params)
-    timed = {
-        key: statistics.median(t.wall) for key, t in interleaved(jobs, repeats, warmup=2).items()
-    }
-    seen: dict[str, list[tuple[float, float, SpeculationStats, list]]] = {}
-
-    def watched(kind: str, ids: list[int]):
-        """A job: one request of ``kind``, timed inside by forward hooks, recorded in seen."""
-        models = [draft, target] if kind == "draft" else [target]
-
-        def job() -> None:
-            s, calls = SpeculationStats(), []
-
-            def request() -> object:
-                if kind == "plain":
-                    return generate(target, ids, params)
-                drafter = NgramDrafter() if kind == "ngram" else DraftModelDrafter(draft)
-                return speculative_generate(target, drafter, ids, params, k=4, stats=s)
-
-            seen.setdefault(kind, []).append((*time_inside(models, request, calls), s, calls))
-
-        return job
-
-    kinds = ("plain", "ngram", "draft")
-    interleaved({(k, i): watched(k, p) for k in kinds for i, p in enumerate(prompts)}, 5, warmup=0)
-    parts = {"step": [(w - i) / tokens for w, i, _, _ in seen["plain"]]}
-    parts["one"] = [t for *_, calls in seen["plain"] for n, t in calls if n == 1]
-    parts["round"] = [(w - i) / s.rounds - timed["lookup"] for w, i, s, _ in seen["ngram"]]
-    host_round = statistics.median(parts["round"])  # the lookup taken out above
-    parts["drafted"] = [
-        (w - i - s.rounds * host_round) / s.draft_passes for w, i, s, _ in seen["draft"]
-    ]
-    parts["draft_one"] = [t for *_, calls in seen["draft"] for n, t in calls if n == 1]
-    med = {key: statistics.median(v) for key, v in parts.items()}
-    costs = UnitCosts(
-        pass_fit=fit_pass_cost(passes),
-        draft_pass=med["draft_one"],
-        lookup=timed["lookup"],
-        prefill={n: timed[n] for n in lengths},
-        host_step=med["step"],
-        host_round=med["round"],
-        host_draft_step=med["drafted"],
-        single_pass=med["one"],
-    )
-    return costs, {"context": context, "target_pass_isolated_s": passes[1].median}
 
 
 def unit_costs_from_result(units: Mapping[str, object]) -> UnitCosts:

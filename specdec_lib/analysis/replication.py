@@ -5,22 +5,19 @@ and prompts. It does not cover what moves a whole run: the machine's state, the 
 work on its cores, where memory landed. So the course claims a verdict (a crossover,
 a best k, faster or slower than plain decoding) only where a second run of the same
 command resolves it too, and measures how often one run's interval holds the other's
-value. Both benchmarks' result files and the chapters read their verdicts from here;
-``benchmarks/compare_runs.py`` prints them.
+value. The chapters read their verdicts from here; ``benchmarks/compare_runs.py`` prints
+them. (What one run's timing tables resolve, the summary a benchmark writes beside its
+rows, is ``benchmarks/run_summaries.py``'s.)
 
 * :func:`speedup_verdict`, :func:`crossover`, :func:`agreed_crossover`: faster, slower or
   not resolved at each batch size, in one run and in both.
-* :func:`best_fixed_k`: one run's best fixed k per scenario and drafter, each k's paired
-  interval against it, and each adaptive policy's paired share of it.
-* :func:`drafter_comparison`: the n-gram drafter's best fixed k against the draft model's.
 * :func:`agreed_best_k`: the best fixed k, resolved by both runs, or only the same point
   estimate, or not even that; :func:`best_k_candidates`: the ks both leave in contention.
   :func:`agreed_ratio`: which of two methods is faster, resolved by both runs' paired
   intervals (``wall_clock.py``'s n-gram against draft model).
-* :func:`paired_intervals`: every paired interval a result holds, as rows, so that
-  coverage can be counted over all of them.
 * :func:`verdicts`: every verdict of a pair of result files, by name.
-* :func:`cross_containment`: how often each run's interval holds the other run's value.
+* :func:`cross_containment`: how often each run's interval holds the other run's value
+  (:func:`row_speedup`, a row's point estimate).
 * :func:`between_run_variance`, :func:`rerun_interval`: a run-to-run term estimated from
   the rows of two runs, and where a rerun should fall with it;
   :func:`next_run_interval`, :func:`next_run_coverage`: where a third run should fall, from
@@ -34,7 +31,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from specdec_lib.analysis.intervals import Estimate, paired_speedup
+from specdec_lib.analysis.intervals import Estimate
 
 #: The normal quantile of a two-sided 95% interval.
 _Z95 = 1.959963984540054
@@ -111,59 +108,6 @@ def agreed_crossover(first: dict, second: dict, workload: str, *more: dict) -> d
         "not_resolved_at": unresolved,
         "verdict": text,
     }
-
-
-def _interval(e: Estimate) -> dict[str, float]:
-    return {"value": e.value, "low": e.low, "high": e.high}
-
-
-def best_fixed_k(rows: Sequence[dict], times: dict, blocks: int | None = None) -> dict[str, dict]:
-    """``wall_clock.py``'s verdicts of one run, per ``"<scenario> <drafter>"``: the best fixed
-    k (highest point estimate), every fixed k's paired interval against it (time(k) /
-    time(best) over the same prompts and blocks of repeats, ``vs_best``), the ks whose
-    interval holds 1 (``ks_not_resolved_from_best``, the best included), and for each
-    adaptive policy its speed-up and its paired share of the best (time(best) / time(policy)).
-    ``times[scenario][method]`` is a prompts x repeats table of seconds."""
-    out: dict[str, dict] = {}
-    for w, d in dict.fromkeys(
-        (r["workload"], r["drafter"]) for r in rows if r["drafter"] != "none"
-    ):
-        mine = [r for r in rows if r["workload"] == w and r["drafter"] == d]
-        best = max((r for r in mine if not r["adaptive"]), key=lambda r: r["speedup"])
-        t, top = times[w], times[w][best["method"]]
-        vs = {
-            r["k"]: paired_speedup(t[r["method"]], top, blocks=blocks)
-            for r in mine
-            if not r["adaptive"]
-        }
-        entry = {"best_k": best["k"], "speedup": best["speedup"], "low": best["speedup_low"]}
-        entry.update(
-            high=best["speedup_high"], vs_best={str(k): _interval(e) for k, e in vs.items()}
-        )
-        entry["ks_not_resolved_from_best"] = [k for k, e in vs.items() if e.holds(1.0)]
-        for r in (r for r in mine if r["adaptive"]):
-            share = paired_speedup(top, t[r["method"]], blocks=blocks)
-            entry[r["method"].split(" ", 1)[1]] = {
-                "speedup": r["speedup"],
-                "low": r["speedup_low"],
-                "high": r["speedup_high"],
-                "share_of_best": share.value,
-                "share_low": share.low,
-                "share_high": share.high,
-            }
-        out[f"{w} {d}"] = entry
-    return out
-
-
-def drafter_comparison(summary: dict, times: dict, blocks: int | None = None) -> dict:
-    """Per scenario of a :func:`best_fixed_k` summary, the paired interval of time(the draft
-    model's best k) / time(the n-gram drafter's best k): above 1, the n-gram drafter ran
-    faster. Methods are named ``"<drafter> k=<k>"`` as in ``wall_clock.py``."""
-    out = {}
-    for w in dict.fromkeys(name.rsplit(" ", 1)[0] for name in summary if name != "goals"):
-        draft, ngram = (f"{d} k={summary[f'{w} {d}']['best_k']}" for d in ("draft", "ngram"))
-        out[w] = _interval(paired_speedup(times[w][draft], times[w][ngram], blocks=blocks))
-    return out
 
 
 def agreed_ratio(first: dict, second: dict, faster: str, slower: str) -> dict:
@@ -249,40 +193,8 @@ def verdicts(first: dict, second: dict) -> dict[str, dict]:
     return out
 
 
-def paired_intervals(result: dict) -> list[dict]:
-    """Every paired interval of a result as a row (``workload``, ``key``, ``speedup``,
-    ``speedup_low``, ``speedup_high``): its rows against plain decoding (plain's own left
-    out; with ``rerun_low``/``rerun_high`` where the result has them), and, from
-    ``wall_clock.py``, each fixed k against the best, each adaptive policy's
-    share of the best and the n-gram drafter against the draft model. Two runs' lists pair
-    up by ``key`` (:func:`cross_containment` takes them in the same order)."""
-
-    def row(w: str, key: str, v: float, low: float, high: float) -> dict:
-        return {"workload": w, "key": key, "speedup": v, "speedup_low": low, "speedup_high": high}
-
-    out = []
-    for r in result["rows"]:
-        if r.get("drafter") != "none":
-            name = f"{r['workload']} {r.get('method', r.get('batch'))} vs plain"
-            out.append(row(r["workload"], name, _value(r), r["speedup_low"], r["speedup_high"]))
-            out[-1].update({k: r[k] for k in ("rerun_low", "rerun_high") if k in r})
-    for name, s in result.get("summary", {}).items():
-        w = name.rsplit(" ", 1)[0]
-        for k, e in s.get("vs_best", {}).items():
-            if int(k) != s["best_k"]:
-                out.append(row(w, f"{name} k={k} vs best", e["value"], e["low"], e["high"]))
-        for p in ("+2/-1", "cost-aware"):
-            if "share_low" in s.get(p, {}):
-                e = s[p]
-                out.append(
-                    row(w, f"{name} {p} share", e["share_of_best"], e["share_low"], e["share_high"])
-                )
-    for w, e in result.get("ngram_over_draft", {}).items():
-        out.append(row(w, f"{w} n-gram over draft", e["value"], e["low"], e["high"]))
-    return out
-
-
-def _value(row: dict) -> float:
+def row_speedup(row: dict) -> float:
+    """A row's point speed-up: ``speedup``, or ``speedup_median`` in a row that has no other."""
     return row["speedup"] if "speedup" in row else row["speedup_median"]
 
 
@@ -305,7 +217,7 @@ def cross_containment(
     low, high = f"{bounds}_low", f"{bounds}_high"
 
     def held(x: Sequence[dict], y: Sequence[dict]) -> int:
-        return sum(a[low] <= _value(b) <= a[high] for a, b in zip(x, y, strict=True))
+        return sum(a[low] <= row_speedup(b) <= a[high] for a, b in zip(x, y, strict=True))
 
     return {
         "rows": len(first),
@@ -328,7 +240,7 @@ def between_run_variance(first: Sequence[dict], second: Sequence[dict]) -> float
     """
     _check_paired(first, second)
     excess = [
-        math.log(_value(a) / _value(b)) ** 2 - _log_se(a) ** 2 - _log_se(b) ** 2
+        math.log(row_speedup(a) / row_speedup(b)) ** 2 - _log_se(a) ** 2 - _log_se(b) ** 2
         for a, b in zip(first, second, strict=True)
     ]
     return max(0.0, statistics.fmean(excess) / 2)
@@ -340,34 +252,8 @@ def rerun_interval(row: dict, tau2: float) -> Estimate:
     if tau2 < 0:
         raise ValueError(f"tau2 must be >= 0, got {tau2}")
     half = _Z95 * math.sqrt(2 * _log_se(row) ** 2 + 2 * tau2)
-    v = _value(row)
+    v = row_speedup(row)
     return Estimate(v, v * math.exp(-half), v * math.exp(half))
-
-
-def rerun_coverage(first: Sequence[dict], second: Sequence[dict]) -> dict[str, float]:
-    """How often :func:`rerun_interval` from one run holds the other run's value, out of
-    sample: for the rows of each workload, τ² is estimated from the other workloads' rows
-    only. Returns the pooled τ² (all rows), the share of rows held each way, and the count."""
-    _check_paired(first, second)
-    workloads = list(dict.fromkeys(r["workload"] for r in first))
-    if len(workloads) < 2:
-        raise ValueError("rerun_coverage needs rows of at least two workloads")
-    held = [0, 0]
-    for w in workloads:
-        mine = [i for i, r in enumerate(first) if r["workload"] == w]
-        rest = [i for i, r in enumerate(first) if r["workload"] != w]
-        tau2 = between_run_variance([first[i] for i in rest], [second[i] for i in rest])
-        for i in mine:
-            for side, (a, b) in enumerate(((first[i], second[i]), (second[i], first[i]))):
-                est = rerun_interval(a, tau2)
-                held[side] += est.low <= _value(b) <= est.high
-    n = len(first)
-    return {
-        "tau2": between_run_variance(first, second),
-        "rows": n,
-        "first_holds_second": held[0] / n,
-        "second_holds_first": held[1] / n,
-    }
 
 
 def next_run_interval(first: dict, second: dict, tau2: float) -> Estimate:
@@ -377,7 +263,7 @@ def next_run_interval(first: dict, second: dict, tau2: float) -> Estimate:
     mean of the two runs') and its own run-to-run term τ²."""
     if tau2 < 0:
         raise ValueError(f"tau2 must be >= 0, got {tau2}")
-    centre = (math.log(_value(first)) + math.log(_value(second))) / 2
+    centre = (math.log(row_speedup(first)) + math.log(row_speedup(second))) / 2
     own = (_log_se(first) ** 2 + _log_se(second) ** 2) / 2
     half = _Z95 * math.sqrt(own / 2 + tau2 / 2 + own + tau2)
     return Estimate(math.exp(centre), math.exp(centre - half), math.exp(centre + half))
@@ -394,6 +280,6 @@ def next_run_coverage(runs: Sequence[Sequence[dict]]) -> dict[str, float]:
         tau2 = between_run_variance(runs[i], runs[j])
         for k in (k for k in range(len(runs)) if k not in (i, j)):
             for a, b, c in zip(runs[i], runs[j], runs[k], strict=True):
-                held += next_run_interval(a, b, tau2).holds(_value(c))
+                held += next_run_interval(a, b, tau2).holds(row_speedup(c))
                 checked += 1
     return {"checked": checked, "held": held, "share": held / checked}
