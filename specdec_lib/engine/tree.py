@@ -392,7 +392,10 @@ class GrowingTree:
         self.index = {path: new[i] for path, i in self.index.items() if i in new}
 
     def tree(self) -> TokenTree:
-        probs = None if self.params.greedy or not self.rows else torch.stack(self.rows)
+        """The tree drawn, with its nodes' distributions only if they were sampled (a
+        deterministic drafter adds its nodes without one: each drawn with probability 1)."""
+        sampled = not self.params.greedy and self.rows and self.rows[0] is not None
+        probs = torch.stack(self.rows) if sampled else None
         return TokenTree(self.tokens, self.parents, probs, self.draft_passes)
 
 
