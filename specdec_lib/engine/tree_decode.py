@@ -88,7 +88,7 @@ class DraftModelTreeDrafter(DraftModelDrafter, TreeDrafter):
         self.cache.crop(len(context))  # the tree's entries go; the context stays cached
 
 
-class NgramTreeDrafter:
+class NgramTreeDrafter(TreeDrafter):
     """Prompt lookup with several matches: a trie of what followed each earlier occurrence
     of the context's suffix (longest suffix first, latest occurrence first), up to
     ``max_nodes`` nodes and ``max_paths`` occurrences (1: the course's chain,
@@ -118,15 +118,7 @@ class NgramTreeDrafter:
         for start, n in self._lookup.matches(context):
             yield list(context[start + n : start + n + length])
 
-    def draft_tree(
-        self,
-        context: list[int],
-        max_depth: int,
-        params: SamplingParams,
-        generator: torch.Generator | None,
-    ) -> TokenTree:
-        tokens: list[int] = []
-        parents: list[int] = []
+    def fill(self, tree: GrowingTree, context: list[int], max_depth: int) -> None:
         node_of: dict[tuple[int, int], int] = {}  # (parent, token) -> the node, if drafted
         for continuation in itertools.islice(
             self._continuations(context, max_depth), self.max_paths
@@ -135,15 +127,12 @@ class NgramTreeDrafter:
             for token in continuation:
                 child = node_of.get((node, token))
                 if child is None:
-                    if len(tokens) == self.max_nodes:
+                    if len(tree.tokens) == self.max_nodes:
                         break
-                    child = node_of[node, token] = len(tokens)
-                    tokens.append(token)
-                    parents.append(node)
+                    child = node_of[node, token] = tree.add(token, node)
                 node = child
-            if len(tokens) == self.max_nodes:
+            if len(tree.tokens) == self.max_nodes:
                 break
-        return TokenTree(tokens, parents)
 
 
 def tree_speculate(

@@ -129,7 +129,7 @@ check_ngram_drafter = ExactCheck(
         NgramDrafter.find_match,
         NgramDrafter.draft,
         NgramTreeDrafter.continuations,
-        NgramTreeDrafter.draft_tree,
+        NgramTreeDrafter.fill,
     ),
     _proposal,
 )
