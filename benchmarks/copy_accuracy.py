@@ -14,9 +14,10 @@ import statistics
 
 import torch
 import torch.nn.functional as F
+from measures import COPY_SEEDS
 
 from specdec_lib import Tokenizer, load_model, workload_examples
-from specdec_lib.analysis.runs import COPY_SEEDS, copy_accuracy
+from specdec_lib.analysis.runs import copy_accuracy
 
 from harness import Benchmark
 

@@ -15,6 +15,8 @@ The library keeps what a chapter calls; a function only the benchmarks call live
   speculation's rounds replayed over it (:func:`greedy_round_openings`,
   :func:`replay_position_counts`), to show the acceptance per draft position is nothing
   more.
+* :data:`COPY_SEEDS`: the workload seeds of the copy-accuracy measurement
+  (``copy_accuracy.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ from specdec_lib.engine.generate import SpeculationStats, generate, speculative_
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
 from specdec_lib.engine.server import ServeRun, Step
+
+#: Workload seeds of the copy-accuracy measurement (``copy_accuracy.py``).
+COPY_SEEDS = (100, 2026, 4242, 7, 12345)
 
 
 def measure_unit_costs(

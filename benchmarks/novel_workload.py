@@ -63,7 +63,7 @@ COPY_PROMPTS = 160
 def per_prompt(target, make_drafter, prompts, params, k, seed, reference=None):
     """One stats object per prompt; with ``reference`` (greedy outputs) each output is checked."""
     return per_prompt_speculation(
-        target, make_drafter, prompts, params, k, seed, reference is not None, reference
+        target, make_drafter, prompts, params, k, seed=seed, greedy=reference
     )
 
 

@@ -36,9 +36,8 @@ from measures import measure_unit_costs
 from run_summaries import best_fixed_k, drafter_comparison, paired_rerun_interval
 
 from specdec_lib import DraftModelDrafter, NgramDrafter, Tokenizer, load_model, workload_prompts
-from specdec_lib.analysis.costs import UnitCosts
+from specdec_lib.analysis.costs import UnitCosts, predicted_speedup, request_log
 from specdec_lib.analysis.intervals import paired_speedup
-from specdec_lib.analysis.predictions import predicted_speedup, request_log
 from specdec_lib.analysis.theory import CostAwareK, estimate_alpha, expected_speedup
 from specdec_lib.analysis.timing import interleaved
 from specdec_lib.engine.generate import AdaptiveK, SpeculationStats, generate, speculative_generate

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from specdec_lib import RoundRecord, SpeculationStats
-from specdec_lib.analysis.costs import fit_batch_pass_cost
-from specdec_lib.analysis.predictions import (
+from specdec_lib.analysis.costs import (
+    fit_batch_pass_cost,
     predict_other_run,
     predicted_speedup,
     unit_costs_from_result,

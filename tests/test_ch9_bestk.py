@@ -17,7 +17,7 @@ from specdec_lib import (
     load_model,
     workload_prompts,
 )
-from specdec_lib.analysis.predictions import request_logs
+from specdec_lib.analysis.costs import request_logs
 from specdec_lib.analysis.replication import agreed_best_k, best_k_candidates
 from specdec_lib.engine.generate import AdaptiveK
 

@@ -4,7 +4,8 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from specdec_lib.course.cost_view import best_k, cost_widget, plot_costs, row_cost, verdict  # noqa: E402
+from specdec_lib.analysis.costs import best_k, row_cost  # noqa: E402
+from specdec_lib.course.cost_view import cost_widget, plot_costs, verdict  # noqa: E402
 from specdec_lib.course.plotting import new_figure  # noqa: E402
 
 from helpers import check_figure, pick, shown  # noqa: E402

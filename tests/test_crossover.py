@@ -9,16 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from specdec_lib.analysis.costs import SweepCostFit, fit_sweep_costs, predict_sweep, sweep_counts
 from specdec_lib.analysis.crossover import (
     CrossoverEstimate,
-    SweepCostFit,
     agree_crossovers,
     estimate_crossover,
-    fit_sweep_costs,
     log_crossing,
-    predict_sweep,
     prediction_miss,
-    sweep_counts,
 )
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,5 +1,6 @@
 import pytest
 import torch
+from measures import COPY_SEEDS
 
 from specdec_lib import (
     DraftModelDrafter,
@@ -13,7 +14,7 @@ from specdec_lib import (
     workload_examples,
     workload_prompts,
 )
-from specdec_lib.analysis.runs import COPY_SEEDS, copy_accuracy
+from specdec_lib.analysis.runs import copy_accuracy
 from specdec_lib.engine.generate import speculate
 
 GREEDY = SamplingParams(max_tokens=48)

@@ -9,9 +9,8 @@ from measures import measure_unit_costs
 from run_summaries import paired_rerun_interval
 
 from specdec_lib import NgramDrafter, SamplingParams, SpeculationStats, speculative_generate
-from specdec_lib.analysis.costs import PassCostFit, UnitCosts
+from specdec_lib.analysis.costs import PassCostFit, UnitCosts, request_log, unit_costs_from_result
 from specdec_lib.analysis.intervals import Estimate, blocks_of, paired_speedup
-from specdec_lib.analysis.predictions import request_log, unit_costs_from_result
 from specdec_lib.analysis.theory import CostAwareK
 from specdec_lib.analysis.timing import Timing, interleaved, time_inside
 

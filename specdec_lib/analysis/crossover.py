@@ -1,4 +1,4 @@
-"""Where speculation stops paying: the crossover batch size B*, measured and predicted.
+"""Where speculation stops paying: the crossover batch size B*, read off measured sweeps.
 
 A batch sweep (``benchmarks/batch_sweep.py``) gives, at each batch size B on a grid that
 doubles, a paired speed-up of speculation over plain decoding with a 95% interval. Three
@@ -17,15 +17,9 @@ questions are asked of it here.
 * **Do the runs agree?** :func:`agree_crossovers`: one run's interval does not carry what
   moves a whole run, so B* is claimed only where every run crosses and their intervals
   share a range; the reported range is the hull of the runs' intervals.
-* **Can the costs predict it?** :class:`SweepCostFit` models what speculation adds to a
-  batched call from its counts: ``fixed`` seconds per pass, ``per_row`` per request per
-  pass, ``per_position`` per position a pass carries. Fitted on some workloads' time
-  differences (:func:`fit_sweep_costs`), it predicts another workload's speed-ups from
-  that workload's counts alone (:func:`predict_sweep`), so its B* is predicted out of
-  sample, and :func:`prediction_miss` sets a predicted B* against the measured range;
-  :meth:`SweepCostFit.break_even_passes` and :meth:`SweepCostFit.crossing` say where a
-  workload whose counts stop changing with B would cross beyond the grid, or that it
-  never would.
+* **Did a prediction hit?** :func:`prediction_miss` sets a B* predicted from the costs
+  (:class:`~specdec_lib.analysis.costs.SweepCostFit`, fitted on other workloads, so out of
+  sample) against the range the runs measured.
 """
 
 from __future__ import annotations
@@ -160,131 +154,6 @@ def agree_crossovers(estimates: Sequence[CrossoverEstimate]) -> dict:
     if status == "never faster":
         return {**out, "agree": True, "verdict": f"faster at no batch size in {every}"}
     return {**out, "verdict": f"not monotone in {every}"}
-
-
-def sweep_counts(row: dict, k: int) -> dict[str, float]:
-    """What the two methods of one sweep row did, counted: ``passes`` and carried
-    ``positions`` (beyond the prompts, which both feed alike) of plain decoding and of
-    speculation, over the row's timed unit (``requests`` batches of one at B = 1, else one
-    batch of B). A pass carries every row padded to its longest proposal; at B > 1 that is
-    counted as k + 1 per row (with several rows some row almost always proposes k; an
-    upper bound), at B = 1 as what the one request fed. The row's ``spec_positions_per_pass``
-    is (B + proposed) / passes, which gives the number proposed."""
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    b, tokens = row["batch"], row["plain_target_passes"]
-    calls = row.get("requests", b) if b == 1 else 1
-    passes = row["spec_target_passes"]
-    proposed = round(row["spec_positions_per_pass"] * passes - b)
-    if b == 1:
-        spec_positions = passes - calls + proposed
-    else:
-        spec_positions = b * (k + (k + 1) * (passes - 1))
-    return {
-        "batch": b,
-        "plain_passes": calls * tokens,
-        "plain_positions": b * calls * (tokens - 1),
-        "spec_passes": passes,
-        "spec_positions": spec_positions,
-    }
-
-
-def _features(counts: dict[str, float]) -> list[float]:
-    saved = counts["spec_passes"] - counts["plain_passes"]
-    extra = counts["spec_positions"] - counts["plain_positions"]
-    return [saved, counts["batch"] * saved, extra]
-
-
-@dataclass(frozen=True)
-class SweepCostFit:
-    """Seconds speculation adds to a batched call, from its counts:
-    ``fixed`` x (passes added) + ``per_row`` x B x (passes added) + ``per_position`` x
-    (positions added); passes added are negative where speculation saves them. The prompt's
-    prefill, which both methods pay alike, cancels, so it needs no term."""
-
-    fixed: float
-    per_row: float
-    per_position: float
-
-    def difference(self, counts: dict[str, float]) -> float:
-        """Predicted speculative minus plain seconds for :func:`sweep_counts`' counts."""
-        f = _features(counts)
-        return self.fixed * f[0] + self.per_row * f[1] + self.per_position * f[2]
-
-    def break_even_passes(self, tokens: int, k: int) -> float:
-        """The speculative passes per batch (for ``tokens`` tokens per request) above which
-        speculation costs more than plain decoding at a large enough B: where the per-row
-        and per-position terms, which grow with B, stop favouring it. Below it, only the
-        fixed cost per pass is left to decide, and it favours the method with fewer passes."""
-        if tokens < 1 or k < 1:
-            raise ValueError(f"tokens and k must be >= 1, got {tokens}, {k}")
-        return (
-            tokens
-            * (self.per_row + self.per_position)
-            / (self.per_row + (k + 1) * self.per_position)
-        )
-
-    def crossing(self, passes: int, tokens: int, k: int) -> float | None:
-        """B* for a workload whose batch needs ``passes`` speculative passes for ``tokens``
-        tokens per request at every B (the counts held at the largest B swept): where
-        the added seconds turn positive (below 1: slower at every B). ``None``: they never
-        do, at any B."""
-        if passes < 1 or tokens < 1:
-            raise ValueError(f"passes and tokens must be >= 1, got {passes}, {tokens}")
-        saved = passes - tokens
-        extra = k + (k + 1) * (passes - 1) - (tokens - 1)  # per row
-        slope = self.per_row * saved + self.per_position * extra
-        if slope <= 0:
-            return None
-        return -self.fixed * saved / slope
-
-
-def fit_sweep_costs(rows: Sequence[dict], k: int) -> SweepCostFit:
-    """Least squares of :class:`SweepCostFit` to sweep rows' measured time differences
-    (speculative minus plain median seconds, from the rows' throughputs), each divided by
-    plain's time so that every batch size counts alike. Rows of several workloads and
-    runs may be pooled."""
-    import torch  # least squares; torch is already a dependency of the engine
-
-    if len(rows) < 3:
-        raise ValueError(f"rows must hold at least 3 rows, got {len(rows)}")
-    x, y = [], []
-    for r in rows:
-        plain, spec = _seconds(r)
-        x.append([v / plain for v in _features(sweep_counts(r, k))])
-        y.append((spec - plain) / plain)
-    a = torch.tensor(x, dtype=torch.float64)
-    b = torch.tensor(y, dtype=torch.float64).unsqueeze(1)
-    coef = torch.linalg.lstsq(a, b).solution.squeeze(1)
-    return SweepCostFit(*(float(c) for c in coef))
-
-
-def _seconds(row: dict) -> tuple[float, float]:
-    """Plain and speculative median seconds of a row's timed unit."""
-    n = row.get("requests", row["batch"]) * row["plain_target_passes"]
-    return n / row["plain_tokens_per_second"], n / row["spec_tokens_per_second"]
-
-
-def predict_sweep(fit: SweepCostFit, rows: Sequence[dict], k: int) -> list[dict]:
-    """Predicted speed-up at each of ``rows``' batch sizes: plain's measured time over that
-    time plus what the fit says speculation adds, from the row's counts alone (nothing
-    speculation's timing measured enters). Sorted by B; ``predicted``, ``measured``, and
-    whether the measured 95% interval holds the prediction (``inside``)."""
-    out = []
-    for r in sorted(rows, key=lambda r: r["batch"]):
-        plain, _ = _seconds(r)
-        spec = plain + fit.difference(sweep_counts(r, k))
-        if spec <= 0:
-            raise ValueError(f"the fit predicts a non-positive time at B = {r['batch']}")
-        out.append(
-            {
-                "batch": r["batch"],
-                "predicted": plain / spec,
-                "measured": r["speedup"],
-                "inside": r["speedup_low"] <= plain / spec <= r["speedup_high"],
-            }
-        )
-    return out
 
 
 def prediction_miss(predicted: float | None, measured: dict) -> dict:

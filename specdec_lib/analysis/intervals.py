@@ -7,7 +7,8 @@ comparison (two methods run on the same prompts) draws the same prompts for both
 so a prompt that is easy for both moves both together. Timings resample blocks of
 repeats too (:func:`blocks_of`), since the machine drifts while a run lasts.
 
-* :class:`Estimate`: a value and its interval.
+* :class:`Estimate`: a value and its interval; :func:`prompt_draws` and
+  :func:`percentile_estimate`, the bootstrap itself (the cost models' intervals use them).
 * :func:`paired_speedup`: two methods timed side by side
   (:func:`~specdec_lib.analysis.timing.interleaved`); how many times faster one ran
   (:func:`median_speedup`, the statistic it resamples).
@@ -56,15 +57,18 @@ class Estimate:
         return self.low <= other <= self.high
 
 
-def _percentile_estimate(value: float, boot: list[float]) -> Estimate:
-    """``value`` with the central 95% of the bootstrap values ``boot`` around it."""
+def percentile_estimate(value: float, boot: list[float]) -> Estimate:
+    """``value`` with the central 95% of the bootstrap values ``boot`` around it: the one
+    percentile rule of every interval here."""
     boot = sorted(boot)
     tail, n = (1 - 0.95) / 2, len(boot)
     return Estimate(value, boot[int(tail * (n - 1))], boot[int(round((1 - tail) * (n - 1)))])
 
 
-def _prompt_draws(n: int, seed: int) -> list[list[int]]:
-    """:data:`_RESAMPLES` draws of ``n`` prompt indices with replacement."""
+def prompt_draws(n: int, seed: int) -> list[list[int]]:
+    """:data:`_RESAMPLES` draws of ``n`` prompt indices with replacement: the resamples of
+    every interval over prompts (a statistic of weighted sums can count how often each
+    prompt was drawn instead of summing the draw)."""
     rng = random.Random(seed)
     return [[rng.randrange(n) for _ in range(n)] for _ in range(_RESAMPLES)]
 
@@ -133,7 +137,7 @@ def paired_speedup(
         prompts = [rng.randrange(n_p) for _ in range(n_p)]
         reps = [r for _ in groups for r in groups[rng.randrange(len(groups))]]
         boot.append(ratio(prompts, reps))
-    return _percentile_estimate(ratio(range(n_p), range(n_r)), boot)
+    return percentile_estimate(ratio(range(n_p), range(n_r)), boot)
 
 
 def ratio_estimate(
@@ -148,8 +152,8 @@ def ratio_estimate(
         below = sum(denominators[i] for i in idx)
         return sum(numerators[i] for i in idx) / below if below else math.nan
 
-    boot = [r for r in (ratio(d) for d in _prompt_draws(len(numerators), seed)) if r == r]
-    return _percentile_estimate(ratio(range(len(numerators))), boot)
+    boot = [r for r in (ratio(d) for d in prompt_draws(len(numerators), seed)) if r == r]
+    return percentile_estimate(ratio(range(len(numerators))), boot)
 
 
 def tokens_per_pass_estimate(per_prompt: Sequence[SpeculationStats], seed: int = 0) -> Estimate:
@@ -182,8 +186,8 @@ def paired_tokens_per_pass_difference(
         tb = sum(b[i].emitted for i in idx) / sum(b[i].target_passes for i in idx)
         return ta - tb
 
-    boot = [diff(draw) for draw in _prompt_draws(len(a), seed)]
-    return _percentile_estimate(diff(range(len(a))), boot)
+    boot = [diff(draw) for draw in prompt_draws(len(a), seed)]
+    return percentile_estimate(diff(range(len(a))), boot)
 
 
 def position_acceptance(per_prompt: Sequence[SpeculationStats], seed: int = 0) -> list[Estimate]:
@@ -195,7 +199,7 @@ def position_acceptance(per_prompt: Sequence[SpeculationStats], seed: int = 0) -
     if not per_prompt:
         raise ValueError("per_prompt must hold at least one stats object")
     depth = max(len(s.position_proposed) for s in per_prompt)
-    draws = _prompt_draws(len(per_prompt), seed)
+    draws = prompt_draws(len(per_prompt), seed)
     out = []
     for i in range(depth):
         pairs = [  # (accepted, proposed) at position i, per prompt
@@ -210,7 +214,7 @@ def position_acceptance(per_prompt: Sequence[SpeculationStats], seed: int = 0) -
             return sum(pairs[j][0] for j in idx) / proposed if proposed else math.nan
 
         boot = [r for r in (rate(d) for d in draws) if not math.isnan(r)]
-        out.append(_percentile_estimate(rate(range(len(per_prompt))), boot))
+        out.append(percentile_estimate(rate(range(len(per_prompt))), boot))
     return out
 
 

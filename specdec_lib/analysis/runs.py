@@ -7,19 +7,23 @@ Timing lives in :mod:`specdec_lib.analysis.timing`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 
+from specdec_lib.analysis.theory import CostAwareK
 from specdec_lib.engine.drafters import Drafter
-from specdec_lib.engine.generate import SpeculationStats, generate, speculative_generate
+from specdec_lib.engine.generate import (
+    AdaptiveK,
+    SpeculationStats,
+    generate,
+    speculative_generate,
+)
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.sampling import SamplingParams
 from specdec_lib.text.language import Example
 from specdec_lib.text.tokenizer import Tokenizer
-
-#: Workload seeds of the copy-accuracy measurement (``benchmarks/copy_accuracy.py``).
-COPY_SEEDS = (100, 2026, 4242, 7, 12345)
 
 
 def copy_accuracy(model: TinyGPT, examples: Sequence[Example], n_tokens: int = 128) -> float:
@@ -43,16 +47,20 @@ def per_prompt_speculation(
     prompts: Sequence[Sequence[int]],
     params: SamplingParams,
     k: int,
+    adaptive_k: AdaptiveK | CostAwareK | None = None,
+    greedy: Sequence[Sequence[int]] | None = None,
     seed: int | None = None,
     check_greedy: bool = False,
-    greedy: Sequence[Sequence[int]] | None = None,
 ) -> list[SpeculationStats]:
-    """Speculate on every prompt with a fresh drafter; one stats object per prompt, so an
-    interval can resample prompts (:mod:`specdec_lib.analysis.intervals`).
+    """Speculate on every prompt with a fresh drafter, from draft length ``k`` (steered by
+    ``adaptive_k`` if given, as in ``speculative_generate``); one stats object per prompt,
+    so an interval can resample prompts (:mod:`specdec_lib.analysis.intervals`).
 
-    With ``check_greedy`` each output is compared with plain greedy decoding and a
-    mismatch raises, so a benchmark can never report a speedup for wrong output; pass the
-    greedy outputs as ``greedy`` when many runs share the same prompts.
+    Each output is compared with plain greedy decoding's, and a mismatch raises, so a
+    benchmark can never report a speed-up for wrong output, whenever ``greedy`` holds those
+    outputs (one per prompt: pass them when many runs share the same prompts) or
+    ``check_greedy`` asks for them to be decoded here. With ``seed``, prompt i samples
+    from a generator seeded ``seed + i``.
     """
     if greedy is not None and len(greedy) != len(prompts):
         raise ValueError(
@@ -63,29 +71,29 @@ def per_prompt_speculation(
         gen = torch.Generator().manual_seed(seed + i) if seed is not None else None
         stats = SpeculationStats()
         got = speculative_generate(
-            target, make_drafter(), ids, params, k=k, generator=gen, stats=stats
+            target,
+            make_drafter(),
+            list(ids),
+            params,
+            k=k,
+            generator=gen,
+            stats=stats,
+            adaptive_k=adaptive_k,
         )
-        if check_greedy and got != (
-            greedy[i] if greedy is not None else generate(target, ids, params)
-        ):
-            raise AssertionError(f"speculative output differs from greedy on prompt {i} at k={k}")
+        if greedy is not None or check_greedy:
+            plain = list(greedy[i]) if greedy is not None else generate(target, ids, params)
+            if got != plain:
+                raise AssertionError(
+                    f"speculative output differs from greedy on prompt {i} at k={k}"
+                )
         out.append(stats)
     return out
 
 
-def pooled_speculation(
-    target: TinyGPT,
-    make_drafter: Callable[[], Drafter],
-    prompts: Sequence[Sequence[int]],
-    params: SamplingParams,
-    k: int,
-    seed: int | None = None,
-    check_greedy: bool = False,
-) -> SpeculationStats:
-    """:func:`per_prompt_speculation`'s counts pooled in one stats object."""
-    return pooled(
-        per_prompt_speculation(target, make_drafter, prompts, params, k, seed, check_greedy)
-    )
+def pooled_speculation(*args: Any, **kwargs: Any) -> SpeculationStats:
+    """:func:`per_prompt_speculation`'s counts pooled in one stats object; it takes that
+    function's arguments."""
+    return pooled(per_prompt_speculation(*args, **kwargs))
 
 
 def pooled(per_prompt: Sequence[SpeculationStats]) -> SpeculationStats:
@@ -134,3 +142,11 @@ def batch_round_profile(alone: Sequence[SpeculationStats]) -> dict[str, list[int
         "carried": [len(alone) * w for w in width],
         "used": [sum(1 + lengths[i][j] for i in act) for j, act in enumerate(active)],
     }
+
+
+def prompt_stats(row: Mapping[str, Any]) -> list[SpeculationStats]:
+    """A benchmark row's ``per_prompt`` counts as one stats object per prompt, for the
+    intervals that resample prompts (:mod:`specdec_lib.analysis.intervals`)."""
+    if not row.get("per_prompt"):
+        raise ValueError("row must hold per_prompt counts (tokens_per_pass.py records them)")
+    return [SpeculationStats(**dict(counts)) for counts in row["per_prompt"]]
