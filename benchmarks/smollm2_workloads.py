@@ -39,7 +39,6 @@ from dataclasses import asdict
 import torch
 
 from specdec_lib import SamplingParams, SpeculationStats, generate, speculative_generate
-from specdec_lib.analysis.exit_agreement import exit_agreement
 from specdec_lib.analysis.intervals import (
     acceptance_estimate,
     paired_speedup,
@@ -51,6 +50,7 @@ from specdec_lib.analysis.timing import interleaved
 from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter
 from specdec_lib.engine.model import early_exit
 from specdec_lib.engine.smollm2 import SmolLM2Tokenizer, load_smollm2
+from specdec_lib.experiments.exit_agreement import exit_agreement
 from specdec_lib.text.stdlib_prompts import SMOLLM2_WORKLOADS, smollm2_prompts
 
 from harness import Benchmark

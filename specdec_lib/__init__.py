@@ -7,8 +7,11 @@ The packages, each importing only those listed after it:
 * ``course``: figure style, notebook helpers, the interactive views (needs the ``course``
   extra: matplotlib, ipywidgets);
 * ``experiments``: one chapter's apparatus each (the mutant battery of chapter 7b, the
-  comparison with transformers of chapter 11), not general tools;
-* ``analysis``: theory, hypothesis tests, timing and cost models, pooled runs;
+  goodput policy of chapter 10b, the comparison with transformers of chapter 11), not
+  general tools;
+* ``analysis``: general tools two or more chapters use (theory, exact and sampled tests of
+  the output, timing, intervals, the cost models, pooled runs), by the rule its
+  ``__init__`` states;
 * ``engine``: TinyGPT, sampling, drafters, verification, decoding, weights, training;
 * ``text``: the tokenizer and the generated language with its workloads.
 

@@ -5,8 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from specdec_lib import Tokenizer, load_model, workload_examples
-from specdec_lib.analysis import attention
-from specdec_lib.analysis.attention import (
+from specdec_lib.experiments import attention
+from specdec_lib.experiments.attention import (
     attention_patterns,
     induction_scores,
     induction_targets,

@@ -9,9 +9,9 @@ import torch
 from smollm2_pass_cost import peak_rates
 
 from specdec_lib import SamplingParams, SpeculationStats, generate, load_model, speculative_generate
-from specdec_lib.analysis.exit_agreement import exit_agreement
 from specdec_lib.engine.drafters import DraftModelDrafter
 from specdec_lib.engine.model import early_exit
+from specdec_lib.experiments.exit_agreement import exit_agreement
 from specdec_lib.text.language import workload_prompts
 from specdec_lib.text.tokenizer import Tokenizer
 

@@ -2,8 +2,8 @@ import pytest
 import torch
 
 from specdec_lib import workload_prompts
-from specdec_lib.analysis.batch_steps import time_batch_decode_steps
 from specdec_lib.analysis.pass_profile import profile_pass
+from specdec_lib.experiments.batch_steps import time_batch_decode_steps
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ other timers are thin uses of it, and the intervals read what it returns.
   callable's repeats. :class:`Ratio`, :func:`time_ratio`: one operation against another.
 * :func:`time_passes`, :func:`time_batched_passes`: a KV-cached pass over T new positions
   (for B sequences), for several T (and B). :func:`decode_step`, :func:`proposal_call`:
-  single operations the cost model needs timed. (Plain batched decoding by its parts is
-  :func:`specdec_lib.analysis.batch_steps.time_batch_decode_steps`.)
+  single operations the cost model needs timed. (Plain batched decoding by its parts,
+  chapter 1's, is :func:`specdec_lib.experiments.batch_steps.time_batch_decode_steps`.)
 * :func:`time_inside`, :func:`batch_time_parts`: one call split into time inside the
   models' forward passes and the host's own work (forward hooks, not a loop).
   What a benchmark adds around the loop (its load check) is ``benchmarks/harness.py``'s.

@@ -30,6 +30,13 @@ from specdec_lib.analysis.theory import (
 )
 from specdec_lib.course.plotting import COLORS
 
+#: The two models' curves, as each panel draws them: (field of :class:`KCurves`, colour,
+#: line style, label).
+_MODELS = (
+    ("textbook", "baseline", "--", "textbook E(α, k) at α = r₀, the first draft's rate"),
+    ("per_position", "highlight", "-.", "a rate per position, full drafts"),
+)
+
 
 @dataclass(frozen=True)
 class KCurves:
@@ -96,20 +103,8 @@ def plot_k_curves(curves: Sequence[KCurves], title: str) -> Figure:
             capsize=3,
             label="measured (95% interval over prompts)",
         )
-        ax.plot(
-            c.ks,
-            c.textbook,
-            color=COLORS["baseline"],
-            linestyle="--",
-            label="textbook E(α, k) at α = r₀, the first draft's rate",
-        )
-        ax.plot(
-            c.ks,
-            c.per_position,
-            color=COLORS["highlight"],
-            linestyle="-.",
-            label="a rate per position, full drafts",
-        )
+        for field, color, line, label in _MODELS:
+            ax.plot(c.ks, getattr(c, field), color=COLORS[color], linestyle=line, label=label)
         ax.axhline(1, color=COLORS["baseline"], linestyle=":", linewidth=1, label="plain decoding")
         ax.set_title(f'"{c.workload}" (r₀ = {c.alpha0:.2f})', fontsize=10)
         ax.set_xscale("log", base=2)

@@ -1,4 +1,5 @@
-"""How often each depth of a model already guesses what its last layer will say.
+"""Chapter 13's early exit: how often each depth of a model already guesses what its last
+layer will say.
 
 An early-exit drafter (:func:`~specdec_lib.engine.model.early_exit`) reads the target's
 hidden state after ``layers`` of its decoder layers through the target's own final norm

@@ -1,4 +1,4 @@
-"""Batched plain decoding timed by its parts: the prefill, each decode step, the host.
+"""Chapter 1's batched decode, timed by its parts: the prefill, each decode step, the host.
 
 The wall time of a whole ``generate_batch`` call mixes three costs that grow with the
 batch size B at different rates: the prefill (one pass over every prompt, B × prompt

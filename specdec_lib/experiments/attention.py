@@ -1,4 +1,5 @@
-"""Attention patterns of a TinyGPT, and the score that finds an induction head.
+"""Appendix A's induction head: the attention patterns of a TinyGPT, and the score that
+finds an induction head.
 
 The model computes attention with ``F.scaled_dot_product_attention``, which returns
 only the mixed values, never the weights. To read the weights without a second copy
