@@ -9,7 +9,7 @@ chance alpha^i, worth that many tokens of the round's time per row); a round of 
 whose widest ask is w costs ``cost.predict(B, w)`` plus ``draft_seconds`` per drafted
 token; a row drafting k emits 1 + alpha + ... + alpha^k tokens on average. The w with the
 most expected tokens per second wins, the smallest on a tie. The reference is the
-library's :func:`~specdec_lib.analysis.goodput.goodput_ks`. The slips are the shortcuts
+library's :func:`~specdec_lib.experiments.goodput_policy.goodput_ks`. The slips are the shortcuts
 such a policy takes: the batch's mean acceptance for every row, a round priced as if the
 batch were one row, speculation never turned off, the expected tokens off by one, the
 drafting time left out.

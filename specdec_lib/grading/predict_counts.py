@@ -6,7 +6,7 @@ changed), and the check.
 speculation writes ``output`` exactly, so each round drafts ``min(k, tokens left - 1)``
 tokens from ``prompt + output[:done]``, keeps the prefix ``output[done:]`` starts with, and
 writes it plus one token of the target's. The reference is the library's
-:func:`~specdec_lib.analysis.replay.replay_greedy`. The slips are the ways such a replay
+:func:`~specdec_lib.analysis.greedy_replay.replay_greedy`. The slips are the ways such a replay
 goes wrong: no target token at the end of a round, drafting from the whole output,
 copying past the context, a draft not capped at the tokens left, a context without the
 target's last token. The pass count alone cannot show a draft left uncapped (the last
