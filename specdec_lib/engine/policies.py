@@ -5,9 +5,9 @@
 * :class:`DisableAbove`: ``k`` while the running batch is smaller than ``batch``, then none
   (vLLM's ``speculative_disable_by_batch_size``: its V0 engine switched speculation off for
   the whole batch once the running queue reached that size);
-* :class:`~specdec_lib.analysis.goodput.GoodputK`: each round, the draft lengths that
+* :class:`~specdec_lib.experiments.goodput_policy.GoodputK`: each round, the draft lengths that
   maximise the round's expected tokens per second, from each request's own measured
-  acceptance and a pass-cost model (goodput-style; it lives with the cost models).
+  acceptance and a pass-cost model (goodput-style; it lives with chapter 10b's apparatus).
 
 A policy sees the running requests (:class:`~specdec_lib.engine.generate.Row`) and how many
 wait, and returns one draft length per row.
