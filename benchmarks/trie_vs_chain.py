@@ -1,7 +1,7 @@
 """Does the one speculation loop charge a tree for being a tree? The n-gram trie against
 the n-gram chain on copy, at batch one, where the trie never branches.
 
-    python benchmarks/trie_vs_chain.py [--prompts 32] [--tokens 64] [--repeats 20]
+    python benchmarks/trie_vs_chain.py [--prompts 64] [--tokens 64] [--repeats 40]
         [--out specdec_lib/results/trie_vs_chain.json]
     python benchmarks/trie_vs_chain.py --small --out /tmp/trie_vs_chain.json   # a quick check
 
@@ -42,8 +42,8 @@ SMALL = {"prompts": 3, "tokens": 16, "repeats": 3}
 
 
 def main(argv=None) -> None:
-    bench = Benchmark("trie_vs_chain", __doc__, small=SMALL, repeats=20)
-    bench.add("--prompts", type=int, default=32)
+    bench = Benchmark("trie_vs_chain", __doc__, small=SMALL, repeats=40)
+    bench.add("--prompts", type=int, default=64)
     bench.add("--tokens", type=int, default=64)
     args = bench.parse(argv)
     tok = Tokenizer()

@@ -188,13 +188,9 @@ def _verify(
     tree: trees.TokenTree,
     params: SamplingParams,
     generator: torch.Generator | None,
-    walk: trees.Walk | None,
 ) -> tuple[list[int], list[int]]:
     """The accepted path (tree indices) and the emitted tokens. A chain goes to the chain
-    rules, which are the walks with one child a node and nothing to search; ``walk``, if
-    given, verifies every tree."""
-    if walk is not None:
-        return walk(logits, tree, params, generator)
+    rules, which are the walks with one child a node and nothing to search."""
     if not trees.is_chain(tree):
         if params.greedy:
             return trees.walk_greedy(logits, tree)
@@ -243,7 +239,6 @@ def speculation_round(
     rows: Sequence[Row],
     generator: torch.Generator | None = None,
     stats: SpeculationStats | None = None,
-    walk: trees.Walk | None = None,
     max_nodes: int | None = None,
 ) -> list[int]:
     """One round for the rows of ``cache`` (checked requests): each unfinished row drafts up
@@ -283,7 +278,7 @@ def speculation_round(
     for b in active:
         row, tree, end = rows[b], drafted[b], len(fed[b]) - width + scored
         first = end - len(tree) - 1  # the row scoring the root's children
-        path, emitted = _verify(logits[b, first:end], tree, row.params, generator, walk)
+        path, emitted = _verify(logits[b, first:end], tree, row.params, generator)
         if ends := [i for i, t in enumerate(emitted) if t in row.stop]:  # the request ends
             emitted, path = emitted[: ends[0] + 1], path[: ends[0]]  # at its first stop token
         if reads_hidden[b]:  # the states of what this round settled: the context fed, the path
@@ -315,7 +310,6 @@ def speculate(
     stats: SpeculationStats | None = None,
     adaptive_k: AdaptiveK | None = None,
     use_kv_cache: bool = True,
-    walk: trees.Walk | None = None,
     max_nodes: int | None = None,
     stop_token_ids: Sequence[int] = (),
 ) -> list[list[int]]:
@@ -328,13 +322,12 @@ def speculate(
     ``drafters`` holds one drafter per prompt, or is a factory called once per prompt (a
     drafter may keep per-request state, such as a draft model's cache). With ``adaptive_k``,
     ``k`` is only the first round's draft length. ``use_kv_cache=False`` re-runs the target
-    over the whole context each round (chains only). ``walk``, if given, verifies every
-    proposal in place of the engine's rules (pass a wrong one to test it); a tree may hold
-    up to ``max_nodes`` nodes (``None``: any number). The cache holds every request from
-    the start, so a request that finishes early rides along until the slowest is done
-    (:mod:`.server` lets it leave): after the longest prompt and ``max_tokens``, the window
-    must have room for a padded round's drafts (more than one request) and for
-    ``max_nodes``: a tree is written past the tokens it may keep.
+    over the whole context each round (chains only). A tree may hold up to ``max_nodes``
+    nodes (``None``: any number). The cache holds every request from the start, so a
+    request that finishes early rides along until the slowest is done (:mod:`.server` lets
+    it leave): after the longest prompt and ``max_tokens``, the window must have room for a
+    padded round's drafts (more than one request) and for ``max_nodes``: a tree is written
+    past the tokens it may keep.
     """
     k = check_k(k, adaptive_k)
     k_max = k if adaptive_k is None else adaptive_k.max_k
@@ -346,7 +339,7 @@ def speculate(
     rows = [Row(s, len(s), params, d, k, stop=stop) for s, d in pairs]
     cache = target.new_cache(len(rows)) if use_kv_cache else None
     while any(row.left > 0 for row in rows):
-        active = speculation_round(target, cache, rows, generator, stats, walk, max_nodes)
+        active = speculation_round(target, cache, rows, generator, stats, max_nodes)
         if adaptive_k is not None:
             for b in active:
                 rows[b].k = adaptive_k.next_k(rows[b].k, rows[b].rounds)
