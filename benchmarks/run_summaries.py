@@ -124,7 +124,11 @@ def paired_intervals(result: dict) -> list[dict]:
 
     out = []
     for r in result["rows"]:
-        if r.get("drafter") != "none":
+        if "over" in r:  # a method over another, as trie_vs_chain.py writes its rows
+            e, w = r["speedup"], result.get("workload", "")
+            name = f"{w} {r['method']} over {r['over']}"
+            out.append(row(w, name, e["value"], e["low"], e["high"]))
+        elif r.get("drafter") != "none":
             name = f"{r['workload']} {r.get('method', r.get('batch'))} vs plain"
             out.append(
                 row(r["workload"], name, row_speedup(r), r["speedup_low"], r["speedup_high"])

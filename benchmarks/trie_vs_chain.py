@@ -11,9 +11,9 @@ propose 7 nodes and make the same passes, so any time between them is the price 
 tree path: the drafter's trie search and the loop's handling of a ``TokenTree``. This
 measures only that pair (and plain decoding, for scale), with more prompts and repeats
 than ``tree_timing.py`` spends on it, every job interleaved with every other in a freshly
-shuffled order, greedy outputs checked equal to plain decoding, every round checked to be
-a chain. The paired ratio is the chain's time over the trie's (1: the same; below 1: the
-trie is slower).
+shuffled order, greedy outputs checked equal to plain decoding, and the two drafters'
+rounds, proposed nodes and emitted tokens checked equal. The paired ratio is the chain's
+time over the trie's (1: the same; below 1: the trie is slower).
 
 Writes specdec_lib/results/trie_vs_chain.json.
 """
