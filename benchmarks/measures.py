@@ -7,9 +7,10 @@ The library keeps what a chapter calls; a function only the benchmarks call live
 
 * Costs (``wall_clock.py``): :func:`measure_unit_costs`, the seconds of every operation a
   request is made of (:class:`~specdec_lib.analysis.costs.UnitCosts`).
-* Serving (``serve_sweep.py``, ``serve_roofline.py``): :func:`summarize`, what a server
-  run measured; :func:`fit_step_costs`, the step-cost model
-  (:class:`~specdec_lib.analysis.costs.StepCostFit`) from measured steps.
+* Serving (``serve_sweep.py``, ``serve_shift.py``, ``serve_roofline.py``): :func:`summarize`,
+  what a server run measured; :func:`fit_step_costs`, the step-cost model
+  (:class:`~specdec_lib.analysis.costs.StepCostFit`) from measured steps, and
+  :func:`calibrate_step_costs`, the runs that make those steps.
 * What a draft model predicts of novel text (``novel_workload.py``): its token-by-token
   agreement with the target's continuation (:func:`draft_agreement`), and greedy
   speculation's rounds replayed over it (:func:`greedy_round_openings`,
@@ -22,7 +23,7 @@ The library keeps what a chapter calls; a function only the benchmarks call live
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -33,8 +34,10 @@ from specdec_lib.checks import check_int
 from specdec_lib.engine.drafters import DraftModelDrafter, NgramDrafter
 from specdec_lib.engine.generate import SpeculationStats, generate, speculative_generate
 from specdec_lib.engine.model import TinyGPT
+from specdec_lib.engine.policies import FixedK, Off
 from specdec_lib.engine.sampling import SamplingParams
-from specdec_lib.engine.server import ServeRun, Step
+from specdec_lib.engine.server import KPolicy, ServeRun, Step
+from specdec_lib.engine.traffic import OpenLoop, poisson_stream
 
 #: Workload seeds of the copy-accuracy measurement (``copy_accuracy.py``).
 COPY_SEEDS = (100, 2026, 4242, 7, 12345)
@@ -165,6 +168,29 @@ def _weighted_fit(features: Sequence[Sequence[float]], seconds: Sequence[float])
     w = 1 / y
     coef, *_ = np.linalg.lstsq(x * w[:, None], y * w, rcond=None)
     return [float(c) for c in coef]
+
+
+def calibrate_step_costs(
+    serve_run: Callable[[OpenLoop, KPolicy, int], ServeRun],
+    params: SamplingParams,
+    settings: Sequence[tuple[float, int, int]],
+    mix: Mapping[str, float],
+    ks: Sequence[int] = (0, 1, 2, 4, 6),
+    seed: int = 7,
+) -> StepCostFit:
+    """The step-cost fit a server benchmark's goodput policy plans with, from steps of every
+    shape on streams no measurement uses (``seed``). A first run only warms up (a process's
+    first run is slower: it allocates as it goes); then, for each ``(rate, requests,
+    capacity)`` of ``settings``, every k of ``ks`` (0: plain) before the next setting, so a
+    drift in the machine spreads evenly. ``serve_run(stream, policy, capacity)`` serves."""
+    rate, n, capacity = settings[0]
+    serve_run(poisson_stream(100, n, seed - 1, mix, params), FixedK(2), capacity)
+    steps = []
+    for rate, n, capacity in settings:
+        for k in ks:
+            stream = poisson_stream(rate, n, seed, mix, params)
+            steps += serve_run(stream, FixedK(k) if k else Off(), capacity).steps
+    return fit_step_costs(steps)
 
 
 def fit_step_costs(steps: Sequence[Step], min_steps: int = 5) -> StepCostFit:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from measures import fit_step_costs, summarize
+from measures import calibrate_step_costs, summarize
 from tqdm import tqdm
 
 from specdec_lib import NgramDrafter, SamplingParams, load_model
@@ -109,21 +109,18 @@ def main(argv: list[str] | None = None) -> None:
         cpus.append(cpu)
         return out
 
-    # 1. Calibration: steps of every shape, on streams no measurement below uses, after a
-    # run that only warms up (a process's first run is slower: it allocates as it goes),
-    # every k at each rate before the next rate, so a drift in the machine spreads evenly.
-    run(poisson_stream(100, args.requests, 6, ALL, params), FixedK(2))
-    steps = []
-    for rate, n, capacity in (
-        (25, args.requests, args.capacity),
-        (100, args.requests, args.capacity),
-        (400, args.requests, args.capacity),
-        (400, high["requests"], high["capacity"]),  # the batches of the high-load block
-    ):
-        for k in (0, 1, 2, 4, 6):
-            stream = poisson_stream(rate, n, 7, ALL, params)
-            steps += run(stream, FixedK(k) if k else Off(), capacity=capacity).steps
-    fit = fit_step_costs(steps)
+    # 1. Calibration: steps of every shape, on streams no measurement below uses.
+    fit = calibrate_step_costs(
+        lambda stream, policy, capacity: run(stream, policy, capacity=capacity),
+        params,
+        [
+            (25, args.requests, args.capacity),
+            (100, args.requests, args.capacity),
+            (400, args.requests, args.capacity),
+            (400, high["requests"], high["capacity"]),  # the batches of the high-load block
+        ],
+        ALL,
+    )
     print("step cost fit:", fit)
     policies = [Off(), FixedK(4), DisableAbove(4, 8), GoodputK(fit, max_k=6)]
 
