@@ -6,9 +6,9 @@
         specdec_lib/results/batch_sweep_rerun.json
     python benchmarks/compare_runs.py RUN1.json RUN2.json RUN3.json ...   # three or more runs
 
-Works on the results of ``wall_clock.py``, ``batch_sweep.py``, ``smollm2_workloads.py`` and
-``trie_vs_chain.py`` (the last two have speed-up intervals to pair, and no verdict beyond
-them). It prints, in order:
+Works on the results of ``wall_clock.py``, ``batch_sweep.py``, ``smollm2_workloads.py``,
+``trie_vs_chain.py``, ``serve_sweep.py`` and ``serve_shift.py`` (all but the first two have
+only speed-up intervals to pair, and no verdict beyond them). It prints, in order:
 
 * every paired interval both runs hold
   (:func:`run_summaries.paired_intervals`: each method or batch size

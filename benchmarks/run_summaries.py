@@ -123,6 +123,12 @@ def paired_intervals(result: dict) -> list[dict]:
         return {"workload": w, "key": key, "speedup": v, "speedup_low": low, "speedup_high": high}
 
     out = []
+    if "ratios" in result:  # a server benchmark: one policy over another, per cell
+        for r in result["ratios"]:
+            w, rate = r.get("mix", ""), f"{r['rate']}/s " if "rate" in r else ""
+            name = f"{w} {rate}{r['policy']} over {r.get('over', 'off')}".strip()
+            out.append(row(w, name, r["ratio"], r["low"], r["high"]))
+        return out
     for r in result["rows"]:
         if "over" in r:  # a method over another, as trie_vs_chain.py writes its rows
             e, w = r["speedup"], result.get("workload", "")
