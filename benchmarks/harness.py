@@ -16,8 +16,10 @@ folder on the path in ``tests/conftest.py``. A script reads::
 (a quick check, which must name its own ``--out`` so it never overwrites a stored result),
 ``--threads``, ``--seed`` and ``--strict`` (refuse to write a result the load check flags).
 :meth:`Benchmark.save` adds to the result the actual command line, the stamp of where it
-ran (:func:`run_stamp`: machine, commit, weights, load at start) and the seconds it took,
-warns when ``result["load"]`` says the machine was busy, and writes the JSON.
+ran (:func:`run_stamp`: machine, commit, weights, load at start), the seconds it took and
+the machine's speed at start and end (:func:`machine_speed`, :func:`speed_report`), warns
+when ``result["load"]`` says the machine was busy or its speed drifted, and writes the
+JSON.
 ``specdec_lib.analysis.results.writer`` reads the recorded command back, so the rerun hint
 a chapter prints is the command that made the file.
 
@@ -152,6 +154,41 @@ def busy_report(
         "jobs_below_cpu_share": low,
         "jobs": len(shares),
         "min_cpu_share": min_cpu_share,
+    }
+
+
+#: A run whose machine-speed probe moved by more than this share between start and end is
+#: reported as drifting (a warning; ``busy`` is the load check's alone).
+SPEED_DRIFT = 0.15
+
+
+def machine_speed(repeats: int = 21) -> float:
+    """Milliseconds a fixed piece of work takes on this machine now, on the threads PyTorch
+    uses: the median of ``repeats`` timings of 50 products of two 256 x 256 float32
+    matrices (seeded). Taken when a benchmark starts and when it saves, it shows a machine
+    whose speed moved during a run, which the load check cannot: that check counts this
+    machine's runnable processes and our jobs' lost CPU time, and a machine slowed by
+    work it does not count (measured once: a plain serving step took 1.6 to 2.7 times as
+    long in one evening as in the afternoon, both runs unflagged) slows every job alike."""
+    gen = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(256, 256, generator=gen) for _ in range(2))
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(50):
+            a @ b
+        times.append(time.perf_counter() - start)
+    return round(1e3 * statistics.median(times), 3)
+
+
+def speed_report(start_ms: float, end_ms: float) -> dict[str, object]:
+    """The machine-speed probe at a run's start and end, and whether it drifted."""
+    change = end_ms / start_ms - 1
+    return {
+        "start_ms": start_ms,
+        "end_ms": end_ms,
+        "change": round(change, 3),
+        "drifted": abs(change) > SPEED_DRIFT,
     }
 
 
@@ -321,6 +358,7 @@ class Benchmark:
         self.threads = getattr(args, "threads", 1)
         torch.set_num_threads(self.threads)
         self.command = command_line(None if argv is None else [sys.argv[0], *argv])
+        self.speed_at_start = machine_speed()
         self.stamp, self.start, self.args = run_stamp(), time.perf_counter(), args
         return args
 
@@ -352,12 +390,16 @@ class Benchmark:
 
     def save(self, result: dict, **extra) -> dict:
         """Write ``result`` (with ``extra`` keys) to ``--out``, adding the actual
-        ``command`` line, and the ``stamp`` and ``seconds`` unless the script set them;
+        ``command`` line, and the ``stamp``, ``seconds`` and ``speed`` (the machine-speed
+        probe at start and end, :func:`speed_report`) unless the script set them;
         ``--strict`` refuses a run the load check flags. Returns what was written."""
         if self.args is None:
             raise ValueError("parse the command line before saving a result")
         full = {"stamp": self.stamp} | result | extra | {"command": self.command}
         full.setdefault("seconds", self.seconds())
+        full.setdefault("speed", speed_report(self.speed_at_start, machine_speed()))
+        if full["speed"]["drifted"]:
+            print(f"WARNING: the machine's speed moved during the run: {full['speed']}")
         save_result(self.args.out, full, getattr(self.args, "strict", False))
         print(f"{full['seconds']} s; wrote {self.args.out}")
         return full

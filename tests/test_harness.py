@@ -86,6 +86,9 @@ def test_a_saved_result_carries_its_command_stamp_and_seconds(tmp_path, monkeypa
     assert stored["command"].endswith(f"--prompts 3 --out {out}")
     assert {"commit", "cpu", "load_average_at_start"} <= set(stored["stamp"])
     assert stored["seconds"] >= 0
+    speed = stored["speed"]  # the machine-speed probe at start and end
+    assert speed["start_ms"] > 0 and speed["end_ms"] > 0
+    assert speed["change"] == round(speed["end_ms"] / speed["start_ms"] - 1, 3)
     bench.args.strict = True
     with pytest.raises(SystemExit, match="--strict"):
         bench.save({"load": {"busy": True}})
@@ -94,6 +97,17 @@ def test_a_saved_result_carries_its_command_stamp_and_seconds(tmp_path, monkeypa
     assert bench.load(wall=[1.0, 1.0], cpu=[1.0, 1.0])["jobs"] == 2
     with pytest.raises(ValueError, match="timed, or wall and cpu"):
         bench.load(wall=[1.0])
+
+
+def test_a_speed_that_moved_by_more_than_the_allowed_share_is_reported_as_drifting():
+    assert not harness.speed_report(10.0, 11.0)["drifted"]
+    assert harness.speed_report(10.0, 12.0) == {
+        "start_ms": 10.0,
+        "end_ms": 12.0,
+        "change": 0.2,
+        "drifted": True,
+    }
+    assert harness.speed_report(10.0, 8.0)["drifted"]  # faster counts too
 
 
 def test_the_command_line_is_written_from_the_repository_root(monkeypatch):
