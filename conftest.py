@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, absent where it is not installed
 def pytest_xdist_auto_num_workers(config) -> int:
     return max(1, min(2, os.cpu_count() or 1))
