@@ -13,8 +13,9 @@ decoding and k = 4 (the n-gram drafter) back to back in an order that alternates
 stream to stream, greedy, one thread, the measured clock; every output is checked equal.
 
 * ``rows``: one per (users, stream, policy): the summary :func:`measures.summarize`
-  keeps, and ``full_round_ms``: the median decoding round while all N rows were running
-  (the first rounds of the loop), and the policy's draft length asked in them;
+  keeps, ``full_round_ms``, the median decoding round while all N rows were running
+  (every round of plain decoding's lockstep waves, the first rounds of k = 4's), and
+  ``full_rounds``, how many such rounds there were;
 * ``ratios``: per N, k = 4 over plain: the geometric mean over streams of each stream's
   ratio of mean latency, with a 95% t-interval
   (:func:`~specdec_lib.analysis.intervals.stream_ratio`); above 1, k = 4 is faster;
