@@ -23,6 +23,7 @@ The library keeps what a chapter calls; a function only the benchmarks call live
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -36,8 +37,9 @@ from specdec_lib.engine.generate import SpeculationStats, generate, speculative_
 from specdec_lib.engine.model import TinyGPT
 from specdec_lib.engine.policies import FixedK, Off
 from specdec_lib.engine.sampling import SamplingParams
-from specdec_lib.engine.server import KPolicy, ServeRun, Step
+from specdec_lib.engine.server import KPolicy, ServeRun, Step, Traffic, serve
 from specdec_lib.engine.traffic import OpenLoop, poisson_stream
+from specdec_lib.engine.weights import load_model
 
 #: Workload seeds of the copy-accuracy measurement (``copy_accuracy.py``).
 COPY_SEEDS = (100, 2026, 4242, 7, 12345)
@@ -168,6 +170,45 @@ def _weighted_fit(features: Sequence[Sequence[float]], seconds: Sequence[float])
     w = 1 / y
     coef, *_ = np.linalg.lstsq(x * w[:, None], y * w, rcond=None)
     return [float(c) for c in coef]
+
+
+class TimedServer:
+    """Serves each request with its own n-gram drafter (:func:`specdec_lib.engine.server.serve`)
+    on the measured clock, or on ``clock``, and keeps every run's wall and CPU seconds
+    (``walls``, ``cpus``) for the load check (``Benchmark.load(wall=..., cpu=...)``)."""
+
+    def __init__(self, target: TinyGPT) -> None:
+        self.target = target
+        self.walls: list[float] = []
+        self.cpus: list[float] = []
+
+    def __call__(
+        self, stream: Traffic, policy: KPolicy, capacity: int, clock: object | None = None
+    ) -> ServeRun:
+        wall, cpu = time.perf_counter(), time.process_time()
+        out = serve(self.target, stream, policy, lambda r: NgramDrafter(), capacity, clock=clock)
+        self.walls.append(time.perf_counter() - wall)
+        self.cpus.append(time.process_time() - cpu)
+        return out
+
+    def save(self, bench, result: dict) -> dict:
+        """Save ``result`` with the load check over every run served, the drafter and the
+        thread count (``bench`` is the script's ``harness.Benchmark``)."""
+        load = bench.load(wall=self.walls, cpu=self.cpus)
+        print("BUSY" if load["busy"] else "quiet")
+        return bench.save({"load": load, "drafter": "n-gram (n=1..4)", "threads": 1} | result)
+
+
+def serving_setup(bench, argv: Sequence[str] | None) -> tuple:
+    """What every serving benchmark starts with: the options they share (``--tokens`` a
+    request, ``--latency-target`` in seconds) added to ``bench`` (a ``harness.Benchmark``)
+    and parsed, the target model, the sampling parameters and a :class:`TimedServer`:
+    ``(args, target, params, server)``."""
+    bench.add("--tokens", type=int, default=48)
+    bench.add("--latency-target", type=float, default=0.25)
+    args = bench.parse(argv)
+    target = load_model("target")
+    return args, target, SamplingParams(max_tokens=args.tokens), TimedServer(target)
 
 
 def calibrate_step_costs(

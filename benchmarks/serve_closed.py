@@ -28,15 +28,12 @@ Writes specdec_lib/results/serve_closed.json.
 from __future__ import annotations
 
 import statistics
-import time
 
-from measures import summarize
+from measures import serving_setup, summarize
 from tqdm import tqdm
 
-from specdec_lib import NgramDrafter, SamplingParams, load_model
 from specdec_lib.analysis.intervals import stream_ratio
 from specdec_lib.engine.policies import FixedK, Off
-from specdec_lib.engine.server import serve
 from specdec_lib.engine.traffic import ClosedLoop, mixed_requests
 
 from harness import Benchmark, ints
@@ -50,12 +47,8 @@ def main(argv: list[str] | None = None) -> None:
     bench = Benchmark("serve_closed", __doc__, small=SMALL)
     bench.add("--users", type=ints, default=[512], help="numbers of users, e.g. 256,512")
     bench.add("--streams", type=int, default=4)
-    bench.add("--tokens", type=int, default=48)
-    bench.add("--latency-target", type=float, default=0.25)
-    args = bench.parse(argv)
-    target = load_model("target")
-    params = SamplingParams(max_tokens=args.tokens)
-    walls, cpus, rows, latencies, round_cost, ratios = [], [], [], {}, [], []
+    args, target, params, server = serving_setup(bench, argv)
+    rows, latencies, round_cost, ratios = [], {}, [], []
     seeds = list(range(FIRST_SEED, FIRST_SEED + args.streams))
     cells = [(users, seed) for users in args.users for seed in seeds]
     for i, (users, seed) in enumerate(tqdm(cells, desc="closed loop")):
@@ -63,10 +56,7 @@ def main(argv: list[str] | None = None) -> None:
         outputs, full = None, {}
         for policy in policies[i % 2 :] + policies[: i % 2]:
             stream = ClosedLoop(mixed_requests(ALL, 2 * users, seed, params), users)
-            wall, cpu = time.perf_counter(), time.process_time()
-            result = serve(target, stream, policy, lambda r: NgramDrafter(), users)
-            walls.append(time.perf_counter() - wall)
-            cpus.append(time.process_time() - cpu)
+            result = server(stream, policy, users)
             got = {s.request.id: s.output for s in result.served}
             if outputs is not None and got != outputs:
                 raise AssertionError(f"{policy.name} changed an output: {users} users, {seed}")
@@ -94,13 +84,9 @@ def main(argv: list[str] | None = None) -> None:
             f"{users} users: k=4 over plain {r['ratio']:.3f} [{r['low']:.3f}, {r['high']:.3f}]; "
             f"a k=4 round with all rows running costs {statistics.median(costs):.2f} plain rounds"
         )
-    load = bench.load(wall=walls, cpu=cpus)
-    print("BUSY" if load["busy"] else "quiet")
-    bench.save(
+    server.save(
+        bench,
         {
-            "load": load,
-            "drafter": "n-gram (n=1..4)",
-            "threads": 1,
             "mix": ALL,
             "users": args.users,
             "requests_per_user": 2,
@@ -109,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
             "rows": rows,
             "ratios": ratios,
             "round_cost": round_cost,
-        }
+        },
     )
 
 

@@ -25,15 +25,12 @@ Writes specdec_lib/results/serve_shift.json.
 from __future__ import annotations
 
 import statistics
-import time
 
-from measures import calibrate_step_costs, summarize
+from measures import calibrate_step_costs, serving_setup, summarize
 from tqdm import tqdm
 
-from specdec_lib import NgramDrafter, SamplingParams, load_model
 from specdec_lib.analysis.intervals import stream_ratio
 from specdec_lib.engine.policies import FixedK, Off
-from specdec_lib.engine.server import serve
 from specdec_lib.engine.traffic import poisson_stream
 from specdec_lib.experiments.goodput_policy import GoodputK
 
@@ -51,21 +48,12 @@ def main(argv: list[str] | None = None) -> None:
     bench.add("--streams", type=int, default=12)
     bench.add("--requests", type=int, default=160, help="requests a stream")
     bench.add("--rate", type=float, default=50.0, help="arrivals a second")
-    bench.add("--tokens", type=int, default=48)
     bench.add("--capacity", type=int, default=64)
     bench.add("--calibration-requests", type=int, default=60)
-    bench.add("--latency-target", type=float, default=0.25)
-    args = bench.parse(argv)
-    target = load_model("target")
-    params = SamplingParams(max_tokens=args.tokens)
-    walls, cpus = [], []
+    args, target, params, server = serving_setup(bench, argv)
 
     def run(stream, policy, capacity=args.capacity):
-        wall, cpu = time.perf_counter(), time.process_time()
-        out = serve(target, stream, policy, lambda r: NgramDrafter(), capacity)
-        walls.append(time.perf_counter() - wall)
-        cpus.append(time.process_time() - cpu)
-        return out
+        return server(stream, policy, capacity)
 
     n = args.calibration_requests
     fit = calibrate_step_costs(
@@ -114,13 +102,9 @@ def main(argv: list[str] | None = None) -> None:
             f"{r['policy']:8} over {r['over']:4}: {r['ratio']:.3f} "
             f"[{r['low']:.3f}, {r['high']:.3f}], {r['streams']} streams"
         )
-    load = bench.load(wall=walls, cpu=cpus)
-    print("BUSY" if load["busy"] else "quiet")
-    bench.save(
+    server.save(
+        bench,
         {
-            "load": load,
-            "drafter": "n-gram (n=1..4)",
-            "threads": 1,
             "rate": args.rate,
             "requests": args.requests,
             "tokens_per_request": args.tokens,
@@ -131,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
             "fit": fit.to_dict(),
             "rows": rows,
             "ratios": ratios,
-        }
+        },
     )
 
 

@@ -34,16 +34,14 @@ Run: ``python benchmarks/serve_sweep.py`` (about 20 minutes on one quiet core); 
 from __future__ import annotations
 
 import dataclasses
-import time
 
-from measures import calibrate_step_costs, summarize
+from measures import calibrate_step_costs, serving_setup, summarize
 from tqdm import tqdm
 
-from specdec_lib import NgramDrafter, SamplingParams, load_model
 from specdec_lib.analysis.crossover import log_crossing
 from specdec_lib.analysis.intervals import stream_ratio
 from specdec_lib.engine.policies import DisableAbove, FixedK, Off
-from specdec_lib.engine.server import ModelledClock, serve
+from specdec_lib.engine.server import ModelledClock
 from specdec_lib.engine.traffic import ClosedLoop, mixed_requests, poisson_stream
 from specdec_lib.experiments.goodput_policy import GoodputK
 
@@ -73,20 +71,12 @@ SMALL = {
 }
 
 
-def timed_serve(target, stream, policy, capacity, clock=None) -> tuple[object, float, float]:
-    wall, cpu = time.perf_counter(), time.process_time()
-    run = serve(target, stream, policy, lambda r: NgramDrafter(), capacity, clock=clock)
-    return run, time.perf_counter() - wall, time.process_time() - cpu
-
-
 def main(argv: list[str] | None = None) -> None:
     bench = Benchmark("serve_sweep", __doc__, small=SMALL)
     bench.add("--requests", type=int, default=60)
-    bench.add("--tokens", type=int, default=48)
     bench.add("--capacity", type=int, default=64)
-    bench.add("--latency-target", type=float, default=0.25)
     bench.add("--shift", type=int, default=160, help="requests in the traffic-shift stream")
-    args = bench.parse(argv)
+    args, target, params, server = serving_setup(bench, argv)
     rates, seeds, sim_seeds, high, closed = (
         getattr(args, k, v)  # --small sets them
         for k, v in (
@@ -97,17 +87,11 @@ def main(argv: list[str] | None = None) -> None:
             ("closed", CLOSED),
         )
     )
-    target = load_model("target")
-    params = SamplingParams(max_tokens=args.tokens)
-    walls, cpus = [], []
 
     def run(stream, policy, clock=None, capacity=args.capacity):
         if isinstance(policy, GoodputK):  # its memory of the traffic belongs to one server
             policy = dataclasses.replace(policy)
-        out, wall, cpu = timed_serve(target, stream, policy, capacity, clock)
-        walls.append(wall)
-        cpus.append(cpu)
-        return out
+        return server(stream, policy, capacity, clock)
 
     # 1. Calibration: steps of every shape, on streams no measurement below uses.
     fit = calibrate_step_costs(
@@ -266,9 +250,6 @@ def main(argv: list[str] | None = None) -> None:
                 )
 
     result = {
-        "load": bench.load(wall=walls, cpu=cpus),
-        "drafter": "n-gram (n=1..4)",
-        "threads": 1,
         "requests": args.requests,
         "tokens_per_request": args.tokens,
         "capacity": args.capacity,
@@ -296,7 +277,7 @@ def main(argv: list[str] | None = None) -> None:
         "simulator": {"mix": ALL, "seeds": sim_seeds, "rows": simulator},
         "modelled_rows": modelled_rows,
     }
-    bench.save(result)
+    server.save(bench, result)
 
 
 if __name__ == "__main__":
