@@ -52,13 +52,9 @@ def main(argv: list[str] | None = None) -> None:
     bench.add("--calibration-requests", type=int, default=60)
     args, target, params, server = serving_setup(bench, argv)
 
-    def run(stream, policy, capacity=args.capacity):
-        return server(stream, policy, capacity)
-
     n = args.calibration_requests
-    fit = calibrate_step_costs(
-        run, params, [(25, n, args.capacity), (100, n, args.capacity), (400, n, args.capacity)], ALL
-    )
+    settings = [(rate, n, args.capacity) for rate in (25, 100, 400)]
+    fit = calibrate_step_costs(server, params, settings, ALL)
     half = args.requests / args.rate / 2  # the shift: halfway through the expected arrivals
     seeds = list(range(FIRST_SEED, FIRST_SEED + args.streams))
     rows, latencies = [], {}
@@ -70,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
             stream = poisson_stream(
                 args.rate, args.requests, seed, GROUNDED, params, shift=(half, OPEN)
             )
-            result = run(stream, policy)
+            result = server(stream, policy, args.capacity)
             got = {s.request.id: s.output for s in result.served}
             if outputs is not None and got != outputs:
                 raise AssertionError(f"{policy.name} changed an output on stream {seed}")
