@@ -343,3 +343,54 @@ def test_the_head_or_lookup_drafter_copies_where_the_context_repeats_and_decodes
     assert stats.draft_passes < stats.proposed  # some rounds copied, at no draft pass
     with pytest.raises(ValueError, match="min_match"):
         EagleOrLookupDrafter(drafter.head, min_match=0)
+
+
+def test_data_is_made_a_batch_a_file_and_a_stopped_run_resumes_where_it_stopped(
+    target, tmp_path, monkeypatch
+):
+    from specdec_lib.engine import eagle_data
+
+    prompts = [[5, 17, 42], [300, 12, 9], [7, 7, 64, 2000], [11, 3], [9, 9, 9, 9, 9]]
+    monkeypatch.setattr(eagle_data, "dataset_prompts", lambda *a, **k: prompts)
+    monkeypatch.setattr(eagle_data, "_measured_ngrams", lambda *a, **k: set())
+    made = []
+    real = eagle_data._distill_batch
+
+    def counted(model, batch, *args):  # noqa: ANN001, ANN002, ANN202
+        made.append(batch)
+        return real(model, batch, *args)
+
+    monkeypatch.setattr(eagle_data, "_distill_batch", counted)
+
+    class Tok:
+        eos_id = 1
+
+        def encode(self, text):  # noqa: ANN001, ANN202
+            return [2]
+
+    cfg = eagle_data.DataConfig(max_new=4, batch=2)
+    folder = tmp_path / "data"
+    eagle_data.build_dataset(target, Tok(), cfg, 0, folder, log=lambda m: None, max_batches=2)
+    first = made[:]
+    assert len(first) == 2 and len(list(folder.glob("batch_*.safetensors"))) == 2
+    meta = eagle_data.build_dataset(
+        target, Tok(), cfg, 0, folder, log=lambda m: None, max_batches=3
+    )
+    assert len(made) == 3 and made[2] not in first  # only the missing batch was made now
+    assert meta["batches"] == 3 and meta["sequences"] == 5
+    tensors, again = eagle_data.load_dataset(folder)
+    assert again == meta and int(tensors["lengths"].sum()) == len(tensors["tokens"])
+    # a batch is the same whichever run made it: made afresh in one run, the files agree
+    fresh = tmp_path / "fresh"
+    eagle_data.build_dataset(target, Tok(), cfg, 0, fresh, log=lambda m: None, max_batches=3)
+    for name in ("tokens", "tops", "greedy", "lengths"):
+        assert torch.equal(eagle_data.load_dataset(fresh)[0][name], tensors[name]), name
+    other = eagle_data.DataConfig(max_new=3, batch=2)
+    eagle_data.build_dataset(
+        target, Tok(), other, 0, tmp_path / "x", log=lambda m: None, max_batches=1
+    )
+    (tmp_path / "x" / "batch_0000.safetensors").rename(folder / "batch_0000.safetensors")
+    with pytest.raises(ValueError, match="different recipes"):
+        eagle_data.load_dataset(folder)
+    with pytest.raises(ValueError, match="path must be a folder"):
+        eagle_data.load_dataset(tmp_path / "empty")

@@ -225,6 +225,9 @@ class DataConfig:
     temperature: float = 0.7  # every other batch samples at this temperature; the rest greedy
     seed: int = 0
     mix: PromptMix = PromptMix()
+    #: generate on prepacked weights (:mod:`.packed`): about 1.8 times as fast at batch 16,
+    #: features equal to the default kernel's to float rounding
+    packed: bool = True
 
     def __post_init__(self) -> None:
         for name in ("max_new", "max_prompt", "batch"):
@@ -315,6 +318,15 @@ def _corpus_sha256(prompts: Sequence[Sequence[int]]) -> str:
     return h.hexdigest()
 
 
+def _batches(prompts: Sequence[Sequence[int]], cfg: DataConfig) -> list[list[int]]:
+    """The prompts' indices in batches of similar length (little padding), in a seeded
+    order: the same batches on any machine with the same Python and packages."""
+    order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), i))
+    batches = [order[j : j + cfg.batch] for j in range(0, len(order), cfg.batch)]
+    random.Random(cfg.seed).shuffle(batches)
+    return batches
+
+
 def build_dataset(
     model: TinyGPT,
     tokenizer,
@@ -325,72 +337,105 @@ def build_dataset(
     stamp: dict | None = None,
     max_batches: int | None = None,
 ) -> dict:
-    """Self-distil for about ``seconds`` (whole batches: the last one may overrun), or
-    ``max_batches`` batches if given (the batches run in a fixed order, so a number of
-    batches, unlike a time, makes the same data on any machine), then
-    write ``path`` (safetensors) and return its metadata (with ``stamp``: the GGUF's
-    SHA-256, say, so that stale data can be recognised). Batches hold prompts of similar
-    length (little padding) and run in a seeded order; even batches decode greedily, odd
-    ones sample at ``cfg.temperature``. A sequence whose answer shares a
-    8-gram with a measurement prompt is dropped too."""
+    """Self-distil into the folder ``path``, one safetensors file a batch, and return the
+    dataset's metadata (with ``stamp``: the GGUF's SHA-256, say, so that stale data can be
+    recognised).
+
+    Batches run in a fixed order until ``max_batches`` exist, or for about ``seconds``
+    (whole batches: the last one may overrun). Batch n decodes greedily if n is even and
+    samples at ``cfg.temperature`` with a generator seeded by (``cfg.seed``, n) if odd,
+    so every batch is the same whichever run made it: a run **resumes**, keeping the
+    batches already on disk (made by the same recipe and stamp) and making the next ones.
+    Generation is the slow part (hours for the whole corpus), so it can be spread over
+    several runs. A sequence whose answer shares an 8-gram with a measurement prompt is
+    dropped."""
     start = time.perf_counter()
     prompts = dataset_prompts(tokenizer, cfg.mix, cfg.max_prompt)
-    order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), i))
-    batches = [order[j : j + cfg.batch] for j in range(0, len(order), cfg.batch)]
-    random.Random(cfg.seed).shuffle(batches)
-    banned = _measured_ngrams(tokenizer.encode)
-    generator = torch.Generator().manual_seed(cfg.seed)
-    stop = {tokenizer.eos_id, tokenizer.encode("<|endoftext|>")[0]}
-    rows, dropped, done_batches = [], 0, 0
+    batches = _batches(prompts, cfg)
     if max_batches is not None:
         batches = batches[: check_int("max_batches", max_batches, 1)]
+    recipe = dict(
+        config=asdict(cfg),
+        corpus_sha256=_corpus_sha256(prompts),
+        prompts_available=len(prompts),
+        **(stamp or {}),
+    )
+    path.mkdir(parents=True, exist_ok=True)
+    banned = _measured_ngrams(tokenizer.encode)
+    stop = {tokenizer.eos_id, tokenizer.encode("<|endoftext|>")[0]}
+    made = 0
     for n, batch in enumerate(batches):
+        shard = path / f"batch_{n:04d}.safetensors"
+        if shard.exists() and _shard_meta(shard)["recipe"] == json.loads(json.dumps(recipe)):
+            continue
         if max_batches is None and time.perf_counter() - start > seconds:
             break
         greedy = n % 2 == 0
         params = SamplingParams(temperature=0.0 if greedy else cfg.temperature)
-        for row in _distill_batch(
+        generator = torch.Generator().manual_seed(cfg.seed * 100_003 + n)
+        rows = _distill_batch(
             model, [prompts[i] for i in batch], params, stop, cfg.max_new, generator
-        ):
-            if _ngrams(row["tokens"].tolist()).isdisjoint(banned):
-                rows.append(row | {"greedy": torch.tensor([int(greedy)])})
-            else:
-                dropped += 1
-        done_batches += 1
-        positions = sum(len(r["feats"]) for r in rows)
-        log(
-            f"data: batch {done_batches}/{len(batches)}, {len(rows)} sequences, {positions} "
-            f"positions, {positions / (time.perf_counter() - start):.0f} positions/s"
         )
-    tensors = {
+        kept = [r for r in rows if _ngrams(r["tokens"].tolist()).isdisjoint(banned)]
+        tensors = _stack(kept, greedy, model.config.n_embd)
+        meta = dict(recipe=recipe, batch=n, dropped_answers=len(rows) - len(kept))
+        save_file(tensors, str(shard), metadata={"meta": json.dumps(meta)})
+        made += 1
+        log(
+            f"data: batch {n + 1}/{len(batches)} ({made} made now), "
+            f"{len(tensors['feats'])} positions, {time.perf_counter() - start:.0f} s"
+        )
+    _, meta = load_dataset(path)
+    return meta
+
+
+def _stack(rows: list[dict[str, torch.Tensor]], greedy: bool, C: int) -> dict[str, torch.Tensor]:
+    """One batch's sequences as flat tensors (``lengths`` splits them again); ``C`` is the
+    features' width."""
+    if not rows:  # every answer leaked: an empty batch, still on disk so a resume skips it
+        return {
+            "tokens": torch.zeros(0, dtype=torch.int32),
+            "feats": torch.zeros(0, C, dtype=torch.float16),
+            "tops": torch.zeros(0, dtype=torch.int32),
+            "lengths": torch.zeros(0, dtype=torch.int64),
+            "n_prompt": torch.zeros(0, dtype=torch.int64),
+            "greedy": torch.zeros(0, dtype=torch.int64),
+        }
+    return {
         "tokens": torch.cat([r["tokens"] for r in rows]),
         "feats": torch.cat([r["feats"] for r in rows]),
         "tops": torch.cat([r["tops"] for r in rows]),
         "lengths": torch.tensor([len(r["tokens"]) for r in rows]),
         "n_prompt": torch.cat([r["n_prompt"] for r in rows]),
-        "greedy": torch.cat([r["greedy"] for r in rows]),
+        "greedy": torch.full((len(rows),), int(greedy)),
     }
-    meta = dict(
-        config=asdict(cfg),
-        batches=done_batches,
-        sequences=len(rows),
-        positions=int(tensors["feats"].shape[0]),
-        prompts_available=len(prompts),
-        dropped_answers=dropped,
-        corpus_sha256=_corpus_sha256(prompts),
-        python=sys.version.split()[0],
-        seconds=round(time.perf_counter() - start, 1),
-        **(stamp or {}),
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(path), metadata={"meta": json.dumps(meta)})
-    return meta
+
+
+def _shard_meta(shard: Path) -> dict:
+    from safetensors import safe_open
+
+    with safe_open(str(shard), "pt") as f:
+        return json.loads(f.metadata()["meta"])
 
 
 def load_dataset(path: Path) -> tuple[dict[str, torch.Tensor], dict]:
-    """The tensors and metadata :func:`build_dataset` wrote."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), "pt") as f:
-        meta = json.loads(f.metadata()["meta"])
-    return load_file(str(path)), meta
+    """The tensors of every batch :func:`build_dataset` wrote into the folder ``path``, in
+    batch order, and the dataset's metadata: the recipe (which every batch must share),
+    the batches, sequences, positions and answers dropped."""
+    shards = sorted(Path(path).glob("batch_*.safetensors"))
+    if not shards:
+        raise ValueError(f"path must be a folder of batch_*.safetensors files, got {path}")
+    metas = [_shard_meta(s) for s in shards]
+    if any(m["recipe"] != metas[0]["recipe"] for m in metas):
+        raise ValueError(f"the batches in {path} were made by different recipes: delete it")
+    parts = [load_file(str(s)) for s in shards]
+    tensors = {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
+    meta = dict(
+        metas[0]["recipe"],
+        batches=len(shards),
+        sequences=len(tensors["lengths"]),
+        positions=int(tensors["feats"].shape[0]),
+        dropped_answers=sum(m["dropped_answers"] for m in metas),
+        python=sys.version.split()[0],
+    )
+    return tensors, meta

@@ -2,10 +2,12 @@
 
     python -m specdec_lib.engine.train_eagle --data-minutes 40 --minutes 75
     python -m specdec_lib.engine.train_eagle --data-minutes 2 --minutes 2 \\
-        --data /tmp/eagle_data.safetensors --out /tmp/eagle --results /tmp/eagle.json
+        --data /tmp/eagle_data --out /tmp/eagle --results /tmp/eagle.json
 
-The first command makes the self-distilled dataset if ``--data`` does not exist yet
-(:mod:`.eagle_data`, ``--data-minutes`` of generation), then trains for ``--steps`` steps
+The first command makes the self-distilled dataset if the folder ``--data`` does not
+exist yet (:mod:`.eagle_data`, ``--data-minutes`` of generation; ``--data-batches N``
+instead makes batches until N exist, resuming a folder a stopped run left, and
+``--data-only`` stops there), then trains for ``--steps`` steps
 or ``--minutes``, whichever ends first, and writes the head to ``--out`` (its SHA-256 and
 the GGUF's beside it) and the curve to ``--results``. The second is a smoke run.
 
@@ -356,18 +358,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--data-batches", type=int, default=None, help="make this many batches, not minutes"
     )
+    parser.add_argument("--data-only", action="store_true", help="make the data, do not train")
     parser.add_argument("--steps", type=int, default=EagleTrainConfig.steps)
     parser.add_argument("--eval-every", type=int, default=EagleTrainConfig.eval_every)
-    parser.add_argument("--data", type=Path, default=_CACHE / "eagle_data.safetensors")
+    parser.add_argument("--data", type=Path, default=_CACHE / "eagle_data", help="a folder")
     parser.add_argument("--out", type=Path, default=WEIGHTS_DIR)
     parser.add_argument("--results", type=Path, default=_RESULTS)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     cfg = EagleTrainConfig(steps=args.steps, eval_every=args.eval_every)
     data_cfg = DataConfig()
-    target = load_smollm2(data_cfg.max_prompt + data_cfg.max_new)
+    target = load_smollm2(data_cfg.max_prompt + data_cfg.max_new, prepacked=data_cfg.packed)
     gguf = sha256(gguf_path())
-    if not args.data.exists():
+    if args.data_batches is not None or not args.data.exists():  # resumes a partial folder
         build_dataset(
             target,
             SmolLM2Tokenizer(),
@@ -379,6 +382,9 @@ def main(argv: list[str] | None = None) -> int:
             max_batches=args.data_batches,
         )
     tensors, meta = load_dataset(args.data)
+    if args.data_only:
+        print(f"{args.data}: {meta['batches']} batches, {meta['positions']} positions")
+        return 0
     made = (meta["config"], meta.get("gguf_sha256"))
     if made != (json.loads(json.dumps(asdict(data_cfg))), gguf):
         raise SystemExit(
