@@ -25,7 +25,7 @@ from specdec_lib.engine.traffic import (
 )
 from specdec_lib.engine.tree_decode import NgramTreeDrafter
 from specdec_lib.engine.verify import sampled_rule, target_distribution
-from specdec_lib.experiments.goodput_policy import GoodputK, goodput_ks, row_acceptance
+from specdec_lib.experiments.goodput_policy import GoodputK, _row_acceptance, goodput_ks
 
 PARAMS = SamplingParams(max_tokens=24)
 MIX = {"copy": 1, "edit": 1, "answer": 1, "novel": 1}
@@ -230,7 +230,7 @@ def test_goodput_speculates_alone_and_stops_when_the_batch_is_large():
     # Many rows that accept nothing: drafting widens every row's pass for no tokens.
     bad = [_row_with([(4, 0, 4)] * 6) for _ in range(32)]
     assert policy.choose(bad, 0) == [0] * 32
-    assert row_acceptance(good, 0.7, 0.5) > 0.9 > 0.1 > row_acceptance(bad[0], 0.7, 0.5)
+    assert _row_acceptance(good, 0.7, 0.5) > 0.9 > 0.1 > _row_acceptance(bad[0], 0.7, 0.5)
 
 
 def test_goodput_takes_each_rows_own_acceptance_when_drafting_costs():
@@ -241,9 +241,31 @@ def test_goodput_takes_each_rows_own_acceptance_when_drafting_costs():
     assert k_good > 0 and k_bad == 0  # the batch's mean acceptance would give both the same
 
 
+def test_goodput_keeps_each_rows_evidence_a_round_at_a_time_as_if_reread_whole():
+    from specdec_lib.experiments.goodput_policy import _row_evidence
+
+    rng = torch.Generator().manual_seed(3)
+    policy = GoodputK(lines((0, 6), (1e-3, 1e-3), (2e-4, 8e-4)), max_k=6, memory=0.8)
+    fresh = GoodputK(policy.cost, max_k=6, memory=0.8)  # rereads every row every round
+    rows = [_row_with([]) for _ in range(3)]
+    for step in range(40):
+        if step % 7 == 3:  # one leaves, one joins with a history of its own
+            rows = rows[1:] + [_row_with([(4, 2, 4)] * (step % 5))]
+        for row in rows if step % 11 else rows[:1]:  # one round a row, or (sometimes) not
+            asked = int(torch.randint(0, 7, (1,), generator=rng))
+            row.rounds.append((asked, int(torch.randint(0, asked + 1, (1,), generator=rng))))
+            row.asked.append(asked)
+        for row, kept in zip(rows, policy._update(rows), strict=True):
+            whole = _row_evidence(row, 0.8)
+            assert all(abs(a - b) < 1e-9 for a, b in zip(kept, whole, strict=True))
+        assert policy.choose(rows, 0) == fresh.choose(rows, 0)
+        fresh._evidence.clear()
+    assert len(policy._evidence) == len(rows)  # rows that left are forgotten
+
+
 def test_a_recent_collapse_in_acceptance_is_seen_within_five_rounds():
     row = _row_with([(4, 4, 4)] * 20 + [(4, 0, 4)] * 5)
-    assert row_acceptance(row, 0.7, 0.5) < 0.5
+    assert _row_acceptance(row, 0.7, 0.5) < 0.5
 
 
 @pytest.mark.parametrize(
