@@ -1,17 +1,21 @@
-"""Prepacked weights: a CPU pass over a few positions that costs about what one costs.
+"""Prepacked weights: a CPU pass over a few positions that costs little more than one.
 
 Speculation's premise is that checking k drafted tokens in one pass costs little more
 than decoding one, because a small pass is limited by reading the weights, and the
 weights are read once whatever the number of rows. On this course's CPU that premise
 depends on the matrix-multiply kernel. PyTorch sends a float32 ``F.linear`` to MKL's
-GEMM, which for a handful of rows behaves like one matrix-vector product per row:
-on SmolLM2-135M a pass over 2 positions costs about 1.8 plain steps, and one over 5
-about 1.7 (``benchmarks/smollm2_pass_cost.py``). oneDNN with the weight *prepacked*
-once into its own blocked layout (what ``torch.utils.mkldnn.MkldnnLinear`` and Intel's
-extension for PyTorch do for inference) reads each packed weight once for all rows:
-measured while writing this, 2 positions cost about 1.04 steps and 5 about 1.4, and a
-step itself got a little faster. Production engines make the same choice for the same
-reason: vLLM's CPU backend and llama.cpp repack weights at load time for their kernels.
+GEMM, which (timed alone at SmolLM2's shapes while writing this) took about as long for
+2 rows as for two 1-row products:
+on SmolLM2-135M, after a 256-token context, a pass over 2 positions cost 1.64 and 1.69
+plain steps in two quiet runs, one over 5 positions 1.65 and 1.77
+(``benchmarks/smollm2_pass_cost.py``, ``specdec_lib/results/smollm2_pass_cost*.json``).
+oneDNN with the weight *prepacked* once into its own blocked layout (the call
+``torch.utils.mkldnn.MkldnnLinear`` makes, without TorchScript) cost, in the same runs,
+1.27 and 1.20 steps for 2 positions and 1.32 and 1.33 for 5, with the one-position pass
+unchanged (1.01 and 0.97 times the default's). Cheaper, not free: these are whole passes,
+attention and the rest included, not the matrix products alone. CPU engines make the
+same move: llama.cpp repacks quantised weights at load time into the layout its CPU
+kernels read (ggml-org/llama.cpp #9921, #12332; ``--no-repack`` turns it off).
 
 :func:`prepack` swaps every ``nn.Linear`` of a model for a :class:`PackedLinear` holding
 its weight in oneDNN's layout. It is for inference: a packed weight is a buffer, not a

@@ -189,7 +189,8 @@ def load_smollm2(block_size: int = BLOCK_SIZE, prepacked: bool = False) -> TinyG
     ``block_size`` is the context window the KV cache is allocated for, at most the
     GGUF's context length (``llama.context_length``, 8,192). ``prepacked=True`` packs the
     linear layers for oneDNN (:func:`.packed.prepack`), so that a pass over a few positions
-    costs about what one costs, as speculation assumes (for inference only).
+    costs less above one position's: 1.2-1.3 plain steps for 2 to 5 positions where the
+    default kernel takes 1.6-1.8 (for inference only).
 
     The model is built on PyTorch's "meta" device (shapes, no memory, no random
     initialisation) and the cached tensors are then assigned as its parameters: building it
