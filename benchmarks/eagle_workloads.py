@@ -1,7 +1,7 @@
 """SmolLM2-135M with its EAGLE head: a learned drafter against prompt lookup, at batch one.
 
     OMP_NUM_THREADS=1 python benchmarks/eagle_workloads.py [--prompts 8] [--tokens 48]
-        [--repeats 2] [--packed] [--out specdec_lib/results/eagle_workloads.json]
+        [--repeats 2] [--onednn] [--out specdec_lib/results/eagle_workloads.json]
 
 For chapter 13. The prompts are chapter 13's (``smollm2_prompts``), which the head's
 training data was filtered against (``eagle_data.leaked``): open conversation (``open``,
@@ -24,9 +24,9 @@ by forward hooks, with the positions it fed (``passes``: seconds by positions, p
 and every drafting call is timed (``draft_seconds``), so a draft pass's cost can be set
 against a plain decoding step's measured in the same run.
 
-``--packed`` runs the target and the head on prepacked oneDNN weights
-(:mod:`specdec_lib.engine.packed`), where a pass over a few positions costs about one
-step; without it, PyTorch's default kernel, where it costs up to about 1.8 steps.
+``--onednn`` runs the target's and the head's linear layers through oneDNN's matmul
+(:mod:`specdec_lib.engine.onednn`), where a pass over 2 to 5 positions cost 1.2-1.35
+plain steps in ``smollm2_pass_cost``; without it, PyTorch's default kernel (1.5-2.1).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from specdec_lib.analysis.timing import interleaved
 from specdec_lib.engine.drafters import NgramDrafter
 from specdec_lib.engine.eagle import EagleDrafter, EagleOrLookupDrafter, eagle_info, load_eagle
 from specdec_lib.engine.eagle_tree import EagleTreeDrafter
-from specdec_lib.engine.packed import prepack
+from specdec_lib.engine.onednn import use_onednn
 from specdec_lib.engine.smollm2 import SmolLM2Tokenizer, gguf_path, load_smollm2
 from specdec_lib.engine.weights import WEIGHTS_DIR, sha256
 from specdec_lib.text.stdlib_prompts import smollm2_prompts
@@ -117,13 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     bench.add("--tokens", type=int, default=48)
     bench.add("--head", type=Path, default=WEIGHTS_DIR, help="the head's folder")
     bench.add("--chain-k", type=int, default=EAGLE_K, help="the head's chain length")
-    bench.add("--packed", action="store_true", help="prepacked oneDNN weights")
+    bench.add("--onednn", action="store_true", help="oneDNN's matmul for the linear layers")
     args = bench.parse(argv)
     ks = DRAFTERS | {"eagle": args.chain_k}
     model, tok = load_smollm2(1024), SmolLM2Tokenizer()
     head = load_eagle(model, sha256(gguf_path()), args.head)
-    if args.packed:  # after the head is built: it copies rows of the dense embedding
-        prepack(model), prepack(head)
+    if args.onednn:  # after the head is built: it copies rows of the dense embedding
+        use_onednn(model), use_onednn(head)
     draft_seconds: dict[str, list[float]] = {name: [] for name in ks}
     made = {
         "ngram": NgramDrafter(vocab_size=model.config.vocab_size),
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         "drafters": {name: {"k": k} for name, k in ks.items()},
         "tree": {"width": TREE_WIDTH, "budget": TREE_BUDGET},
         "head": {k: v for k, v in eagle_info(args.head).items() if k in ("sha256", "gguf_sha256")},
-        "kernel": "oneDNN, prepacked" if args.packed else "PyTorch default (MKL)",
+        "kernel": "oneDNN" if args.onednn else "PyTorch default (MKL)",
         "tokens_per_prompt": args.tokens,
         "repeats": args.repeats,
         "prompts": rows,

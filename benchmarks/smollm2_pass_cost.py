@@ -13,13 +13,14 @@ For chapter 13. For each model, after a 256-token context held in the KV cache:
   where speculation stops paying;
 
 SmolLM2 twice: with PyTorch's default float32 kernel (MKL), and with its linear layers
-prepacked for oneDNN (``smollm2_packed``, :mod:`specdec_lib.engine.packed`), because on
-this CPU the kernel, not the model, decides what a pass over a few positions costs;
+run by oneDNN's matmul (``smollm2_onednn``, :mod:`specdec_lib.engine.onednn`), because on
+this CPU the kernel decides much of what a pass over a few positions costs;
 and the machine's peak rates (:func:`peak_rates`), to say
 whether a batch-one pass is memory-bound: a pass reads every weight once, so if the
 weights' bytes divided by the pass's time come near the machine's memory bandwidth, the
 pass is limited by memory, as chapter 1 says a GPU's is. Cells are timed interleaved
-(``interleaved``), medians and ranges kept; the load is recorded before and after.
+within one model (``interleaved``; the models one after the other), medians and ranges
+kept; the load is recorded before and after.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from specdec_lib import load_model
 from specdec_lib.analysis.costs import weight_bytes
 from specdec_lib.analysis.timing import time_batched_passes, time_median, time_passes
 from specdec_lib.checks import check_int
-from specdec_lib.engine.packed import prepack
+from specdec_lib.engine.onednn import use_onednn
 from specdec_lib.engine.smollm2 import load_smollm2
 
 from harness import Benchmark, ints
@@ -74,15 +75,15 @@ def peak_rates(buffer_mb: int = 256) -> PeakRates:
 
 
 def measure(
-    model: torch.nn.Module, repeats: int, new=POSITIONS, batches=BATCHES, packed: bool = False
+    model: torch.nn.Module, repeats: int, new=POSITIONS, batches=BATCHES, onednn: bool = False
 ) -> dict:
     """Both sweeps of one model, as ``{"positions": {T: timing}, "batch": {"B,T": timing}}``,
-    over ``new`` positions T and ``batches`` B; ``packed``: with its linear layers prepacked
-    for oneDNN (:func:`~specdec_lib.engine.packed.prepack`; sizes counted before, as the
-    packed copies are buffers, not parameters)."""
+    over ``new`` positions T and ``batches`` B; ``onednn``: with its linear layers run by
+    oneDNN (:func:`~specdec_lib.engine.onednn.use_onednn`; sizes counted before, as the
+    converted weights are buffers, not parameters)."""
     sizes = {"parameters": model.num_parameters(), "weight_bytes": weight_bytes(model)}
-    if packed:
-        prepack(model)
+    if onednn:
+        use_onednn(model)
     positions = time_passes(model, new, context_len=CONTEXT, repeats=repeats, warmup=2)
     gen = torch.Generator().manual_seed(0)
     context = torch.randint(0, model.config.vocab_size, (CONTEXT,), generator=gen).tolist()
@@ -90,7 +91,7 @@ def measure(
     batch = time_batched_passes(model, cells, context, repeats=repeats, warmup=2)
     return {
         **sizes,
-        "kernel": "oneDNN, prepacked" if packed else "PyTorch default (MKL)",
+        "kernel": "oneDNN" if onednn else "PyTorch default (MKL)",
         "positions": {str(t): asdict(tm) for t, tm in positions.items()},
         "batch": {f"{b},{t}": asdict(tm) for (b, t), tm in batch.items()},
     }
@@ -102,25 +103,25 @@ def main(argv: list[str] | None = None) -> int:
     bench.add("--positions", type=ints, default=POSITIONS, help="new positions a pass scores")
     bench.add("--batches", type=ints, default=BATCHES, help="sequences a batched pass holds")
     args = bench.parse(argv)
-    models = {  # name: (load, packed)
+    models = {  # name: (load, oneDNN)
         "smollm2": (lambda: load_smollm2(512), False),
-        "smollm2_packed": (lambda: load_smollm2(512), True),
+        "smollm2_onednn": (lambda: load_smollm2(512), True),
         "tinygpt": (lambda: load_model("target"), False),
     }
     result: dict = {
         "description": "one cached pass against its new positions and its batch, SmolLM2-135M "
-        "(default and prepacked kernels) and TinyGPT, one thread, after a 256-token context",
+        "(default and oneDNN kernels) and TinyGPT, one thread, after a 256-token context",
         "context": CONTEXT,
         "verify_positions": VERIFY,
         "repeats": args.repeats,
         "peaks_before": asdict(peak_rates()),
         "models": {},
     }
-    for name, (load, packed) in models.items():
+    for name, (load, onednn) in models.items():
         with torch.inference_mode():
             model = load()
             result["models"][name] = measure(
-                model, args.repeats, args.positions, args.batches, packed
+                model, args.repeats, args.positions, args.batches, onednn
             )
         del model
         print(f"{name}: {bench.seconds():.0f} s", flush=True)

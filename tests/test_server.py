@@ -263,6 +263,21 @@ def test_goodput_keeps_each_rows_evidence_a_round_at_a_time_as_if_reread_whole()
     assert len(policy._evidence) == len(rows)  # rows that left are forgotten
 
 
+def test_a_request_that_stopped_drafting_returns_to_the_prior_and_tries_again():
+    from specdec_lib.experiments.goodput_policy import _acceptance
+
+    policy = GoodputK(lines((0, 6), (1e-3, 1e-3), (2e-4, 8e-4)), max_k=6)
+    row = _row_with([(1, 0, 1), (1, 1, 1), (1, 0, 1), (1, 0, 1)])
+    policy._update([row])
+    for plain in range(1, 12):
+        row.rounds.append((0, 0))
+        row.asked.append(0)
+        [kept] = policy._update([row])
+        estimate = _acceptance(kept, 0.5, 2.0)
+        assert abs(estimate - _row_acceptance(row, 0.7, 0.5)) < 1e-9
+        assert (abs(estimate - 0.5) < 1e-9) == (plain >= 10)  # its drafts left the window
+
+
 def test_a_recent_collapse_in_acceptance_is_seen_within_five_rounds():
     row = _row_with([(4, 4, 4)] * 20 + [(4, 0, 4)] * 5)
     assert _row_acceptance(row, 0.7, 0.5) < 0.5

