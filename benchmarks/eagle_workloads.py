@@ -24,7 +24,7 @@ by forward hooks, with the positions it fed (``passes``: seconds by positions, p
 and every drafting call is timed (``draft_seconds``), so a draft pass's cost can be set
 against a plain decoding step's measured in the same run.
 
-``--onednn`` runs the target's and the head's linear layers through oneDNN's matmul
+``--onednn`` runs the target's and the head's linear layers through oneDNN's inner product
 (:mod:`specdec_lib.engine.onednn`), where a pass over 2 to 5 positions cost 1.2-1.35
 plain steps in ``smollm2_pass_cost``; without it, PyTorch's default kernel (1.5-2.1).
 """
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add("--tokens", type=int, default=48)
     bench.add("--head", type=Path, default=WEIGHTS_DIR, help="the head's folder")
     bench.add("--chain-k", type=int, default=EAGLE_K, help="the head's chain length")
-    bench.add("--onednn", action="store_true", help="oneDNN's matmul for the linear layers")
+    bench.add("--onednn", action="store_true", help="oneDNN's inner product for the linear layers")
     args = bench.parse(argv)
     ks = DRAFTERS | {"eagle": args.chain_k}
     model, tok = load_smollm2(1024), SmolLM2Tokenizer()

@@ -13,7 +13,7 @@ For chapter 13. For each model, after a 256-token context held in the KV cache:
   where speculation stops paying;
 
 SmolLM2 twice: with PyTorch's default float32 kernel (MKL), and with its linear layers
-run by oneDNN's matmul (``smollm2_onednn``, :mod:`specdec_lib.engine.onednn`), because on
+run by oneDNN's inner product (``smollm2_onednn``, :mod:`specdec_lib.engine.onednn`), because on
 this CPU the kernel decides much of what a pass over a few positions costs;
 and the machine's peak rates (:func:`peak_rates`), to say
 whether a batch-one pass is memory-bound: a pass reads every weight once, so if the

@@ -1,4 +1,4 @@
-"""oneDNN's matrix multiply for a model's linear layers: a CPU pass over a few positions
+"""oneDNN's inner product for a model's linear layers: a CPU pass over a few positions
 that costs less above one position's than PyTorch's default kernel charges.
 
 Speculation's premise is that checking k drafted tokens in one pass costs little more
@@ -8,7 +8,7 @@ depends on the kernel. PyTorch sends a float32 ``F.linear`` to MKL's SGEMM; on
 SmolLM2-135M, after a 256-token context, a whole pass over 2 positions cost 1.64 and 1.69
 plain steps in two quiet runs, and over 5 positions 1.65 and 1.77
 (``benchmarks/smollm2_pass_cost.py``, ``specdec_lib/results/smollm2_pass_cost*.json``,
-its position sweep). With every linear layer run by oneDNN's matmul instead (the weight
+its position sweep). With every linear layer run by oneDNN's inner product instead (the weight
 converted once to a oneDNN tensor, in its plain row-major layout, and called through
 ``torch._C._nn.mkldnn_linear``, the call ``torch.utils.mkldnn.MkldnnLinear`` makes), the
 same runs measured 1.27 and 1.20 steps for 2 positions and 1.32 and 1.33 for 5, the
@@ -36,7 +36,7 @@ __all__ = ["OneDNNLinear", "use_onednn", "uses_onednn"]
 
 
 class OneDNNLinear(nn.Module):
-    """``nn.Linear`` without bias, computed by oneDNN's matmul; inference only."""
+    """``nn.Linear`` without bias, computed by oneDNN's inner product; inference only."""
 
     def __init__(self, linear: nn.Linear) -> None:
         super().__init__()

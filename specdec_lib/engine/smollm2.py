@@ -188,7 +188,7 @@ def load_smollm2(block_size: int = BLOCK_SIZE, onednn: bool = False) -> TinyGPT:
 
     ``block_size`` is the context window the KV cache is allocated for, at most the
     GGUF's context length (``llama.context_length``, 8,192). ``onednn=True`` runs the
-    linear layers through oneDNN's matmul (:func:`.onednn.use_onednn`), so that a pass over a
+    linear layers through oneDNN's inner product (:func:`.onednn.use_onednn`), so that a pass over a
     few positions costs less above one position's: 1.2-1.35 plain steps for 2 to 5
     positions (position sweep) where the default kernel takes 1.5-2.1 (for inference only).
 
