@@ -26,7 +26,7 @@ against a plain decoding step's measured in the same run.
 
 ``--onednn`` runs the target's and the head's linear layers through oneDNN's inner product
 (:mod:`specdec_lib.engine.onednn`), where a pass over 2 to 5 positions cost 1.2-1.35
-plain steps in ``smollm2_pass_cost``; without it, PyTorch's default kernel (1.5-2.1).
+plain steps in ``smollm2_kernels*.json``; without it, PyTorch's default kernel (1.5-2.1).
 """
 
 from __future__ import annotations

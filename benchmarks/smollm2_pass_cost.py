@@ -4,6 +4,11 @@ on SmolLM2-135M and on TinyGPT, on this CPU, one thread.
     OMP_NUM_THREADS=1 python benchmarks/smollm2_pass_cost.py [--repeats 9]
         [--out specdec_lib/results/smollm2_pass_cost.json]
 
+The two runs with both SmolLM2 kernels that chapter 13 reads are stored as
+``smollm2_kernels.json`` and ``smollm2_kernels_rerun.json`` (``--out``); the two earlier
+runs, of SmolLM2's default kernel and TinyGPT only, stay ``smollm2_pass_cost*.json`` for
+chapters 1, 10 and appendix B.
+
 For chapter 13. For each model, after a 256-token context held in the KV cache:
 
 * one cached pass over T new positions, T = 1 ... 32 (``time_passes``): what verifying

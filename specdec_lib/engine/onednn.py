@@ -7,7 +7,7 @@ weights are read once whatever the number of rows. On this course's CPU the prem
 depends on the kernel. PyTorch sends a float32 ``F.linear`` to MKL's SGEMM; on
 SmolLM2-135M, after a 256-token context, a whole pass over 2 positions cost 1.64 and 1.69
 plain steps in two quiet runs, and over 5 positions 1.65 and 1.77
-(``benchmarks/smollm2_pass_cost.py``, ``specdec_lib/results/smollm2_pass_cost*.json``,
+(``benchmarks/smollm2_pass_cost.py``, ``specdec_lib/results/smollm2_kernels*.json``,
 its position sweep). With every linear layer run by oneDNN's inner product instead (the weight
 converted once to a oneDNN tensor, in its plain row-major layout, and called through
 ``torch._C._nn.mkldnn_linear``, the call ``torch.utils.mkldnn.MkldnnLinear`` makes), the
