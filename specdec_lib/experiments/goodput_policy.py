@@ -139,7 +139,7 @@ def _worth(alpha: float, width: int, token_seconds: float, draft_seconds: float)
 
 class _CostTable:
     """A :class:`PassCost` with its predictions kept: the fit is fixed and a server asks it
-    for the same few (batch, k) every round (about 2 us a call saved, ten calls a round)."""
+    for the same few (batch, k) every round (about 2 us a call saved, max_k + 1 calls a round)."""
 
     def __init__(self, cost: PassCost) -> None:
         self.cost, self.table = cost, {}
